@@ -1,0 +1,1 @@
+"""ONNX reference backend (onnx.reference.ReferenceEvaluator) for cmpx."""

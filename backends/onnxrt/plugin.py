@@ -1,0 +1,16 @@
+"""Registers the ``onnxrt`` backend. Imports nothing from onnxruntime: that happens in the worker."""
+
+from cmpx import BackendOption, hookimpl
+
+
+@hookimpl
+def register_backends(registry):
+    registry.add(
+        "onnxrt", "cmpx_onnxrt.backend:OnnxrtBackend",
+        description="ONNX Runtime (CPU by default)",
+        options=[BackendOption(
+            "providers", multiple=True, default=("cpu",),
+            help="execution providers in priority order: short names (cpu, cuda, tensorrt, openvino, dml, "
+                 "coreml, rocm, migraphx) or full names such as CUDAExecutionProvider [default: cpu]")],
+        supports_marking=True,
+    )

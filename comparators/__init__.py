@@ -1,0 +1,1 @@
+"""Built-in comparison metrics for cmpx."""

@@ -1,0 +1,124 @@
+"""Parsers for the values users type: shapes, value ranges, per-output values. Pure functions, no numpy."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+from cmpx.errors import UsageError
+
+SHAPE_FORM = "NAME:[D0,D1,...], e.g. X:[1,3,224,224]"
+RANGE_FORM = "[LOW,HIGH] or NAME:[LOW,HIGH], e.g. [0,1] or X:[-1,1]"
+
+_SHAPE = re.compile(r"(?P<name>.+):\[(?P<dims>[^\[\]]*)\]\Z")
+_RANGE = re.compile(r"(?:(?P<name>.+):)?\[(?P<low>[^\[\],]+),(?P<high>[^\[\],]+)\]\Z")
+
+T = TypeVar("T")
+
+
+def parse_input_shapes(values: Iterable[str]) -> dict[str, tuple[int, ...]]:
+    """Parse ``--input-shapes`` words such as ``X:[1,3,224,224]`` into {name: shape}."""
+    shapes: dict[str, tuple[int, ...]] = {}
+    for text in values:
+        match = _SHAPE.match(text.strip())
+        if not match:
+            raise UsageError(f"--input-shapes: cannot read {text!r}; the accepted form is {SHAPE_FORM}")
+        name, dims_text = match["name"], match["dims"].strip()
+        dims = []
+        for word in (dims_text.split(",") if dims_text else []):
+            try:
+                dim = int(word.strip())
+            except ValueError:
+                raise UsageError(f"--input-shapes: dimension {word.strip()!r} of {name} is not an integer; "
+                                 f"the accepted form is {SHAPE_FORM}") from None
+            if dim < 0:
+                raise UsageError(f"--input-shapes: dimension {dim} of {name} is negative; "
+                                 "give concrete sizes of 0 or more")
+            dims.append(dim)
+        if name in shapes:
+            raise UsageError(f"--input-shapes: {name} is given twice; give each input once")
+        shapes[name] = tuple(dims)
+    return shapes
+
+
+@dataclass(frozen=True)
+class ValueRange:
+    low: float
+    high: float
+
+
+def parse_val_ranges(values: Iterable[str]) -> tuple[ValueRange | None, dict[str, ValueRange]]:
+    """Parse ``--val-range`` words: ``[lo,hi]`` sets the default, ``name:[lo,hi]`` one input."""
+    default: ValueRange | None = None
+    per_input: dict[str, ValueRange] = {}
+    for text in values:
+        match = _RANGE.match(text.strip())
+        if not match:
+            raise UsageError(f"--val-range: cannot read {text!r}; the accepted form is {RANGE_FORM}")
+        low, high = (_number(match[key], "--val-range", text) for key in ("low", "high"))
+        if math.isnan(low) or math.isnan(high) or low > high:
+            raise UsageError(f"--val-range: {text!r} is not a range; LOW must be a number not above HIGH")
+        if match["name"] is None:
+            default = ValueRange(low, high)
+        else:
+            per_input[match["name"]] = ValueRange(low, high)
+    return default, per_input
+
+
+@dataclass(frozen=True)
+class PerOutput(Generic[T]):
+    """A value with per-output overrides, as in ``--atol 1e-3 out0:1e-2``."""
+
+    default: T
+    overrides: Mapping[str, T] = field(default_factory=dict)
+
+    def get(self, output: str) -> T:
+        return self.overrides.get(output, self.default)
+
+
+def parse_per_output(option: str, values: Iterable[str], default: T, convert: Callable[[str], T]) -> PerOutput[T]:
+    """Parse per-output words: a bare value sets the default, ``name:value`` one output (split on the last ':')."""
+    overrides: dict[str, T] = {}
+    for text in values:
+        name, sep, value_text = text.rpartition(":")
+        try:
+            value = convert(value_text.strip())
+        except (ValueError, UsageError) as exc:
+            raise UsageError(f"{option}: {text!r}: {exc}") from None
+        if sep and name:
+            overrides[name] = value
+        elif sep:
+            raise UsageError(f"{option}: {text!r} has an empty output name; use VALUE or NAME:VALUE")
+        else:
+            default = value
+    return PerOutput(default, overrides)
+
+
+def tolerance(text: str) -> float:
+    """A tolerance: a finite or infinite number of 0 or more."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a number; give a tolerance such as 1e-3") from None
+    if math.isnan(value) or value < 0:
+        raise ValueError(f"{text!r} is not a tolerance; give a number of 0 or more")
+    return value
+
+
+def check_names(option: str, names: Iterable[str], known: Iterable[str], what: str) -> None:
+    """Raise a UsageError if ``names`` mentions anything not in ``known`` (``what``: e.g. "model inputs")."""
+    known = list(known)
+    for name in names:
+        if name not in known:
+            raise UsageError(f"{option}: {name!r} is not one of the {what}: {', '.join(known) or '(none)'}")
+
+
+def _number(text: str, option: str, whole: str) -> float:
+    try:
+        return float(text.strip())
+    except ValueError:
+        raise UsageError(f"{option}: {text.strip()!r} in {whole!r} is not a number; the accepted form is "
+                         f"{RANGE_FORM}") from None

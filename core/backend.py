@@ -1,0 +1,30 @@
+"""The base class every backend implements. It runs inside a worker process, never in the coordinator."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+
+class Backend:
+    """One inference framework, driven by cmpx inside its own worker process.
+
+    The smallest backend implements :meth:`load` and :meth:`infer`. ``self.options`` holds the values of
+    the options the backend declared when it was registered (``--<backend>-<option>`` on the command line),
+    keyed by option name.
+    """
+
+    def __init__(self, options: Mapping[str, Any] | None = None):
+        self.options: dict[str, Any] = dict(options or {})
+
+    def load(self, model_path: str) -> None:
+        """Load (and build, compile...) the model at ``model_path``; called once before any inference."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement load()")
+
+    def infer(self, feeds: dict[str, Any]) -> dict[str, Any]:
+        """Run one inference. ``feeds`` maps input names to read-only numpy arrays; return output
+        name -> numpy array. The returned arrays are copied into shared memory by the worker."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement infer()")
+
+    def close(self) -> None:
+        """Release framework resources. Called once, when the run ends normally."""

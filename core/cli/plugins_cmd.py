@@ -1,0 +1,23 @@
+"""``cmpx plugins``: what is registered, by which plugin and distribution, and what failed to load."""
+
+from __future__ import annotations
+
+import click
+
+from cmpx.plugins import PluginSet
+
+
+def show_plugins(plugins: PluginSet) -> None:
+    sections = [("Backends", plugins.backends), ("Data loaders", plugins.data_loaders),
+                ("Metrics", plugins.metrics)]
+    for title, registry in sections:
+        click.echo(f"{title}:")
+        if not len(registry):
+            click.echo("  (none)")
+        for item in registry:
+            click.echo(f"  {item.name:<12} {item.description}  [plugin {item.provenance}]")
+    if plugins.failures:
+        click.echo("Failed plugins:")
+        for failure in plugins.failures:
+            dist = f" ({failure.dist})" if failure.dist else ""
+            click.echo(f"  {failure.plugin}{dist}: {failure.error}")

@@ -1,0 +1,107 @@
+"""``cmpx run``: built per invocation, because each registered backend adds its own options."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from cmpx.cli.argv import expand_multi_values, is_number
+from cmpx.cli.grouped_help import GroupedCommand, GroupedOption
+from cmpx.plugins import PluginSet, PluginSettings
+
+# Options that take several space-separated values after one flag, and which words they accept.
+MULTI_VALUE = {
+    "--atol": lambda w: ":" in w or is_number(w),
+    "--rtol": lambda w: ":" in w or is_number(w),
+    "--input-shapes": lambda w: ":" in w and "[" in w,
+    "--val-range": lambda w: "[" in w,
+}
+
+BACKENDS, DATA, COMPARISON, EXECUTION = "Backends", "Data", "Comparison", "Execution and plugins"
+
+RUN_HELP = """Run MODEL on every --backend with the same inputs and compare their outputs.
+
+\b
+By default each backend is compared with the next one, which is the reference (the relative error
+divides by it); --reference NAME compares every other backend against NAME. A backend given twice is
+named NAME#2. Outputs are paired by exact name.
+
+\b
+Exit codes: 0 all outputs passed, 1 a mismatch, 2 bad usage or input (found before any inference),
+3 a backend failed (error, crash or timeout; the other backends are still compared).
+
+\b
+Example:
+  cmpx run model.onnx --backend onnxrt --backend onnxref --input-shapes X:[1,3,224,224] --atol 1e-4
+"""
+
+
+class RunCommand(GroupedCommand):
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, expand_multi_values(args, MULTI_VALUE))
+
+
+def build_run_command(plugins: PluginSet) -> click.Command:
+    params: list[click.Parameter] = [
+        click.Argument(["model"], metavar="MODEL"),
+        GroupedOption(["--backend", "backends"], multiple=True, metavar="NAME", group=BACKENDS,
+                      help=f"a backend to run, in order; repeat for each [available: "
+                           f"{', '.join(plugins.backends.names()) or 'none'}]"),
+        GroupedOption(["--reference"], metavar="NAME", group=BACKENDS,
+                      help="compare every other backend against this one (e.g. onnxref, or onnxrt#2)"),
+        GroupedOption(["--seed"], type=int, default=1, show_default=True, group=DATA,
+                      help="seed of the synthetic data; iteration i uses seed + i"),
+        GroupedOption(["--iterations"], type=int, default=1, show_default=True, group=DATA,
+                      help="number of input sets to run and compare"),
+        GroupedOption(["--input-shapes"], multiple=True, metavar="NAME:[D0,D1,...]", group=DATA,
+                      help="shapes for inputs with dynamic dimensions, e.g. X:[1,3,224,224] Y:[1,10]"),
+        GroupedOption(["--val-range"], multiple=True, metavar="[LO,HI] | NAME:[LO,HI]", group=DATA,
+                      help="range of synthetic values [default: floats [0,1), integers [0,9] inclusive]"),
+        GroupedOption(["--data-loader"], default="synthetic", show_default=True, metavar="NAME", group=DATA,
+                      help=f"where inputs come from [available: {', '.join(plugins.data_loaders.names())}]"),
+        GroupedOption(["--atol"], multiple=True, metavar="[NAME:]VALUE", group=COMPARISON,
+                      help="absolute tolerance; a bare value is the default, NAME:VALUE sets one output "
+                           "[default: 1e-5]"),
+        GroupedOption(["--rtol"], multiple=True, metavar="[NAME:]VALUE", group=COMPARISON,
+                      help="relative tolerance, same forms as --atol [default: 1e-5]. An element fails only "
+                           "if it exceeds both tolerances"),
+        GroupedOption(["--timeout"], type=float, default=600.0, show_default=True, metavar="SECONDS",
+                      group=EXECUTION, help="limit for each backend's load and each inference"),
+        GroupedOption(["-p", "--plugin", "plugin_args"], multiple=True, metavar="MODULE", group=EXECUTION,
+                      help="load a plugin module here and in every worker (also CMPX_PLUGINS=a,b); "
+                           "-p no:NAME blocks plugin NAME"),
+        GroupedOption(["--debug"], is_flag=True, group=EXECUTION, help="show tracebacks"),
+    ]
+    for spec in plugins.backends:
+        for option in spec.options:
+            params.append(GroupedOption(
+                [spec.flag(option), spec.param(option)], multiple=option.multiple, default=option.default,
+                type=click.Choice(option.choices) if option.choices else str, group=f"Backend {spec.name}",
+                help=option.help))
+
+    def callback(**values: Any) -> int:
+        return _run(plugins, values)
+
+    return RunCommand("run", params=params, callback=callback, help=RUN_HELP,
+                      short_help="Run a model on several backends and compare the outputs.")
+
+
+def _run(plugins: PluginSet, values: dict[str, Any]) -> int:
+    from cmpx.execution import execute  # numpy and friends load only when a run really starts
+    from cmpx.planning import RunRequest, build_plan
+    from cmpx.report import TextReporter, exit_code
+
+    settings: PluginSettings = click.get_current_context().find_root().obj["settings"]
+    known = {"model", "backends", "reference", "seed", "iterations", "input_shapes", "val_range", "data_loader",
+             "atol", "rtol", "timeout", "plugin_args", "debug"}
+    request = RunRequest(
+        model=values["model"], backends=values["backends"], reference=values["reference"], seed=values["seed"],
+        iterations=values["iterations"], input_shapes=values["input_shapes"], val_ranges=values["val_range"],
+        data_loader=values["data_loader"], atol=values["atol"], rtol=values["rtol"], timeout=values["timeout"],
+        backend_options={k: v for k, v in values.items() if k not in known})
+    plan, feeds = build_plan(request, plugins, settings, warn=lambda m: click.echo(f"warning: {m}", err=True))
+    reporter = TextReporter(click.echo, debug=values["debug"])
+    result = execute(plan, feeds, reporter)
+    reporter.summary(result)
+    return exit_code(result)

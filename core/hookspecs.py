@@ -1,0 +1,74 @@
+"""Hook specifications: the only contract between cmpx and its plugins.
+
+A plugin is a module (or object) with functions decorated by ``@cmpx.hookimpl`` whose names match the
+hooks below. Implementations may accept fewer arguments than the spec; cmpx always calls hooks with
+keyword arguments, so new arguments can be added later without breaking plugins.
+
+All hooks here are *registration* hooks. They run once per process that builds a plugin manager: in the
+coordinator when the CLI starts (``cmpx run``, ``cmpx plugins``, ``--help``) and in every backend worker.
+They must therefore be fast and must not import heavy frameworks: register names and import paths, and
+import onnxruntime, TensorRT and the like only inside the worker, in the backend class itself.
+
+Each hook is called once per plugin with a registry that records which plugin added what, so that a name
+registered by two plugins is reported with both plugin names. A hook that raises is reported as a failure
+of its plugin; the other plugins are unaffected.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pluggy
+
+if TYPE_CHECKING:
+    from cmpx.registry import BackendRegistry, DataLoaderRegistry, MetricRegistry
+
+PROJECT = "cmpx"
+
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+
+# -- Registration hooks (run at start-up, in the coordinator and in each worker) -------------------
+
+
+@hookspec
+def register_backends(registry: BackendRegistry) -> None:
+    """Register inference backends.
+
+    Call ``registry.add(name, target, ...)`` once per backend, where ``target`` is the import path of a
+    :class:`cmpx.Backend` subclass written ``"package.module:ClassName"``. The class is imported only in
+    the backend's worker process. Keyword arguments of ``add`` describe the backend: ``description``,
+    ``options`` (a sequence of :class:`cmpx.BackendOption`, shown as ``--<name>-<option>`` in
+    ``cmpx run --help``) and ``supports_marking`` (whether it can expose intermediate tensors).
+
+    :param registry: the backend registry; it rejects invalid names and reports clashes.
+    :returns: nothing; a return value (including ``None``) is ignored.
+    """
+
+
+@hookspec
+def register_data_loaders(registry: DataLoaderRegistry) -> None:
+    """Register data loaders, which produce the input feeds for every iteration.
+
+    Call ``registry.add(name, factory, description=...)``. ``factory(**options)`` returns an object with a
+    ``feeds(inputs)`` method yielding one ``{input name: numpy array}`` dict per iteration, where
+    ``inputs`` is a sequence of :class:`cmpx.model.TensorSpec` with concrete shapes. Loaders run in the
+    coordinator, so ``feeds`` may import numpy but should not import inference frameworks.
+
+    :param registry: the data loader registry; it rejects invalid names and reports clashes.
+    :returns: nothing; a return value (including ``None``) is ignored.
+    """
+
+
+@hookspec
+def register_metrics(registry: MetricRegistry) -> None:
+    """Register comparison metrics.
+
+    Call ``registry.add(metric)`` where ``metric`` has a ``name`` attribute and a
+    ``compare(actual, reference, tolerance)`` method returning a :class:`cmpx.compare.MetricResult`.
+    Metrics run in the coordinator on numpy arrays (often views of shared memory: do not modify them).
+
+    :param registry: the metric registry; it rejects invalid names and reports clashes.
+    :returns: nothing; a return value (including ``None``) is ignored.
+    """

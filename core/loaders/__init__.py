@@ -1,0 +1,1 @@
+"""Data loaders: where the input feeds come from."""

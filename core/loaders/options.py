@@ -1,0 +1,19 @@
+"""The data options every loader factory receives."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from cmpx.argtypes import ValueRange
+
+
+@dataclass(frozen=True)
+class DataOptions:
+    """``seed`` (iteration i uses seed + i), ``iterations``, and value ranges: ``default_range`` for every
+    input without an entry in ``ranges`` (None: the loader's own default for the dtype)."""
+
+    seed: int = 1
+    iterations: int = 1
+    default_range: ValueRange | None = None
+    ranges: Mapping[str, ValueRange] = field(default_factory=dict)

@@ -1,0 +1,162 @@
+"""Typed registries that registration hooks fill. The registries, not the plugins, own name clashes."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from cmpx.errors import PluginError
+
+_NAME = re.compile(r"[a-z][a-z0-9_-]*\Z")
+_TARGET = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*\Z")
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Which plugin registered something, and which installed distribution provided that plugin."""
+
+    plugin: str
+    dist: str | None = None  # "name version", or None for modules loaded with -p / CMPX_PLUGINS
+
+    def __str__(self) -> str:
+        return f"{self.plugin} ({self.dist})" if self.dist else self.plugin
+
+
+@dataclass(frozen=True)
+class BackendOption:
+    """A backend-specific option, shown on the command line as ``--<backend>-<name>``.
+
+    ``multiple`` options may be repeated and give a tuple; ``choices`` restricts the accepted values.
+    """
+
+    name: str
+    help: str
+    default: Any = None
+    multiple: bool = False
+    choices: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class BackendSpec:
+    """A light description of a backend. ``target`` ("module:Class") is imported only in the worker."""
+
+    name: str
+    target: str
+    description: str = ""
+    options: tuple[BackendOption, ...] = ()
+    supports_marking: bool = False
+    provenance: Provenance = field(default=Provenance("?"), compare=False)
+
+    def flag(self, option: BackendOption) -> str:
+        return f"--{self.name}-{option.name.replace('_', '-')}"
+
+    def param(self, option: BackendOption) -> str:
+        return f"{self.name}_{option.name}".replace("-", "_")
+
+
+@dataclass(frozen=True)
+class DataLoaderSpec:
+    name: str
+    factory: Callable[..., Any]
+    description: str = ""
+    provenance: Provenance = field(default=Provenance("?"), compare=False)
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    name: str
+    metric: Any
+    description: str = ""
+    provenance: Provenance = field(default=Provenance("?"), compare=False)
+
+
+T = TypeVar("T", BackendSpec, DataLoaderSpec, MetricSpec)
+
+
+class _Registry(Generic[T]):
+    kind = "item"
+
+    def __init__(self) -> None:
+        self._items: dict[str, T] = {}
+        self._staged: list[T] | None = None
+        self._current: Provenance | None = None
+
+    @contextmanager
+    def attributing(self, provenance: Provenance) -> Iterator[None]:
+        """Attribute the adds made inside to ``provenance``; keep them only if the block succeeds."""
+        self._current, self._staged = provenance, []
+        try:
+            yield
+            for item in self._staged:
+                self._items[item.name] = item
+        finally:
+            self._current, self._staged = None, None
+
+    def _add(self, item: T) -> None:
+        if not isinstance(item.name, str) or not _NAME.match(item.name):
+            raise PluginError(f"invalid {self.kind} name {item.name!r}: use lower-case letters, digits, '_' and '-',"
+                              " starting with a letter")
+        existing = self._items.get(item.name) or next((s for s in self._staged or () if s.name == item.name), None)
+        if existing is not None:
+            raise PluginError(f"{self.kind} '{item.name}' is registered by both plugin {existing.provenance} and "
+                              f"plugin {self._current or item.provenance}; block one with -p no:PLUGIN")
+        if self._staged is None:
+            self._items[item.name] = item
+        else:
+            self._staged.append(item)
+
+    def _stamp(self) -> Provenance:
+        return self._current or Provenance("(direct)")
+
+    def get(self, name: str) -> T | None:
+        return self._items.get(name)
+
+    def names(self) -> list[str]:
+        return sorted(self._items)
+
+    def __iter__(self) -> Iterator[T]:
+        return iter(sorted(self._items.values(), key=lambda item: item.name))
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._items
+
+
+class BackendRegistry(_Registry[BackendSpec]):
+    kind = "backend"
+
+    def add(self, name: str, target: str, *, description: str = "", options: Sequence[BackendOption] = (),
+            supports_marking: bool = False) -> None:
+        """Register backend ``name`` implemented by the class at ``target`` ("package.module:Class")."""
+        if not isinstance(target, str) or not _TARGET.match(target):
+            raise PluginError(f"backend {name!r}: target {target!r} must look like 'package.module:ClassName'")
+        for option in options:
+            if not isinstance(option, BackendOption):
+                raise PluginError(f"backend {name!r}: options must be cmpx.BackendOption, got {option!r}")
+        self._add(BackendSpec(name, target, description, tuple(options), supports_marking, self._stamp()))
+
+
+class DataLoaderRegistry(_Registry[DataLoaderSpec]):
+    kind = "data loader"
+
+    def add(self, name: str, factory: Callable[..., Any], *, description: str = "") -> None:
+        """Register data loader ``name``; ``factory(**options)`` builds it in the coordinator."""
+        if not callable(factory):
+            raise PluginError(f"data loader {name!r}: factory {factory!r} is not callable")
+        self._add(DataLoaderSpec(name, factory, description, self._stamp()))
+
+
+class MetricRegistry(_Registry[MetricSpec]):
+    kind = "metric"
+
+    def add(self, metric: Any, *, description: str = "") -> None:
+        """Register ``metric``: an object with a ``name`` and a ``compare(actual, reference, tolerance)``."""
+        if not callable(getattr(metric, "compare", None)):
+            raise PluginError(f"metric {metric!r} has no compare() method")
+        self._add(MetricSpec(getattr(metric, "name", None), metric, description or (metric.__doc__ or "").strip()
+                             .split("\n")[0], self._stamp()))

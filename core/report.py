@@ -1,0 +1,75 @@
+"""Plain-text report: one line per compared output as results arrive, then a summary and the verdict."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from cmpx.compare import OutputResult, PairResult
+from cmpx.errors import BackendCrashed, BackendError
+from cmpx.execution import RunResult
+
+EXIT_PASSED, EXIT_MISMATCH, EXIT_USAGE, EXIT_BACKEND_FAILED = 0, 1, 2, 3
+
+
+def exit_code(result: RunResult) -> int:
+    """3 if any backend failed (it outranks a mismatch), 1 if any output mismatched, else 0."""
+    if result.failures:
+        return EXIT_BACKEND_FAILED
+    return EXIT_MISMATCH if any(not pair.passed for pair in result.pairs) else EXIT_PASSED
+
+
+@dataclass
+class TextReporter:
+    echo: Callable[[str], None]
+    debug: bool = False
+
+    def loaded(self, backend: str, seconds: float) -> None:
+        self.echo(f"loaded {backend} in {seconds:.3f} s")
+
+    def backend_failed(self, error: BackendError) -> None:
+        self.echo(f"FAILED  backend {error}")
+        if isinstance(error, BackendCrashed) and error.stderr_tail:
+            self.echo(_indent(f"last lines of its stderr:\n{error.stderr_tail}", "        "))
+        elif self.debug and error.__cause__ is not None:
+            self.echo(_indent(str(error.__cause__), "        "))
+
+    def pair_compared(self, pair: PairResult) -> None:
+        self.echo(f"[iteration {pair.iteration}] {pair.backend} vs {pair.reference} (reference)")
+        for output in pair.outputs:
+            self.echo("  " + format_output(output))
+
+    def summary(self, result: RunResult) -> None:
+        self.echo("Summary")
+        by_pair: dict[tuple[str, str], list[PairResult]] = {}
+        for pair in result.pairs:
+            by_pair.setdefault((pair.backend, pair.reference), []).append(pair)
+        for (backend, reference), pairs in by_pair.items():
+            passed = sum(p.passed for p in pairs)
+            self.echo(f"  {backend} vs {reference}: {passed}/{len(pairs)} iterations passed "
+                      f"({100.0 * passed / len(pairs):.0f}%)")
+        if not result.pairs:
+            self.echo("  nothing was compared")
+        for name, error in result.failures.items():
+            self.echo(f"  {name}: FAILED during {error.phase}: {error.detail}")
+        code = exit_code(result)
+        verdict = {EXIT_PASSED: "PASSED", EXIT_MISMATCH: "FAILED (mismatch)",
+                   EXIT_BACKEND_FAILED: "FAILED (backend failure)"}[code]
+        self.echo(f"{verdict} | {len(result.pairs)} comparison(s) over {result.iterations} iteration(s) "
+                  f"| exit {code}")
+
+
+def format_output(output: OutputResult) -> str:
+    result = output.result
+    status = "PASSED" if result.passed else "FAILED"
+    if output.tolerance is None or result.note:
+        return f"{status}  {output.output}: {result.note}"
+    text = (f"{status}  {output.output}: max abs {result.max_abs:.3g}, max rel {result.max_rel:.3g} "
+            f"(atol {output.tolerance.atol:g}, rtol {output.tolerance.rtol:g})")
+    if result.mismatches:
+        text += f", {result.mismatches}/{result.size} elements out of tolerance"
+    return text
+
+
+def _indent(text: str, prefix: str) -> str:
+    return "\n".join(prefix + line for line in text.splitlines())

@@ -1,0 +1,156 @@
+"""Named shared-memory segments (files in /dev/shm) and the tensor descriptors that point into them.
+
+cmpx does not use multiprocessing.shared_memory: before Python 3.13 every process that merely attaches to a
+segment registers it with its resource tracker, which may unlink it or warn at exit. Here ownership is plain:
+the coordinator names every segment with its run prefix, unlinks each one when done, and sweeps the prefix on
+every exit path; a later run removes segments whose coordinator process is dead.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import secrets
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+
+from cmpx.dtypes import numpy_dtype
+
+SHM_DIR = "/dev/shm"
+PREFIX = "cmpx-"
+ALIGNMENT = 64
+
+
+def new_run_prefix() -> str:
+    """A prefix unique to this coordinator process and run: ``cmpx-<pid>-<random>-``."""
+    return f"{PREFIX}{os.getpid()}-{secrets.token_hex(4)}-"
+
+
+def _path(name: str) -> str:
+    if "/" in name or not name.startswith(PREFIX):
+        raise ValueError(f"invalid segment name {name!r}")
+    return os.path.join(SHM_DIR, name)
+
+
+class Segment:
+    """One mapped segment. Arrays made from it are views: no bytes are copied."""
+
+    def __init__(self, name: str, mapping: mmap.mmap, size: int):
+        self.name = name
+        self.size = size
+        self._mapping = mapping
+
+    @classmethod
+    def create(cls, name: str, size: int) -> Segment:
+        fd = os.open(_path(name), os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            os.ftruncate(fd, max(size, 1))
+            mapping = mmap.mmap(fd, max(size, 1))
+        finally:
+            os.close(fd)
+        return cls(name, mapping, size)
+
+    @classmethod
+    def attach(cls, name: str, *, writable: bool = False) -> Segment:
+        fd = os.open(_path(name), os.O_RDWR if writable else os.O_RDONLY)
+        try:
+            size = os.fstat(fd).st_size
+            access = mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ
+            mapping = mmap.mmap(fd, size, access=access)
+        finally:
+            os.close(fd)
+        return cls(name, mapping, size)
+
+    def view(self, dtype: np.dtype, shape: tuple[int, ...], offset: int) -> np.ndarray:
+        count = int(np.prod(shape, dtype=np.int64))
+        if offset < 0 or offset + count * dtype.itemsize > self.size:
+            raise ValueError(f"tensor of {count} x {dtype} at offset {offset} overruns segment {self.name}")
+        return np.frombuffer(self._mapping, dtype=dtype, count=count, offset=offset).reshape(shape)
+
+    def close(self) -> None:
+        """Unmap; if numpy views are still alive the mapping is released when the last one goes."""
+        try:
+            self._mapping.close()
+        except BufferError:
+            pass
+
+
+def unlink(name: str) -> bool:
+    try:
+        os.unlink(_path(name))
+        return True
+    except FileNotFoundError:
+        return False
+
+
+def list_segments(prefix: str = PREFIX) -> list[str]:
+    try:
+        return sorted(n for n in os.listdir(SHM_DIR) if n.startswith(prefix))
+    except FileNotFoundError:
+        return []
+
+
+def sweep(prefix: str) -> list[str]:
+    """Unlink every segment whose name starts with ``prefix``; return the names removed."""
+    if not prefix.startswith(PREFIX) or len(prefix) <= len(PREFIX):
+        raise ValueError(f"refusing to sweep with prefix {prefix!r}")
+    return [name for name in list_segments(prefix) if unlink(name)]
+
+
+def sweep_orphans() -> list[str]:
+    """Unlink segments left by cmpx runs whose coordinator process no longer exists."""
+    removed = []
+    for name in list_segments():
+        pid_text = name[len(PREFIX):].split("-", 1)[0]
+        if pid_text.isdigit() and not _alive(int(pid_text)) and unlink(name):
+            removed.append(name)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+# -- tensors in segments -----------------------------------------------------------------------------
+
+
+def layout(arrays: Iterable[np.ndarray]) -> tuple[list[int], int]:
+    """Offsets (aligned to 64 bytes) for packing ``arrays`` one after another, and the total size."""
+    offsets, end = [], 0
+    for array in arrays:
+        start = -(-end // ALIGNMENT) * ALIGNMENT
+        offsets.append(start)
+        end = start + array.nbytes
+    return offsets, end
+
+
+def write_tensors(segment_name: str, arrays: Mapping[str, np.ndarray]) -> tuple[Segment, list[dict[str, Any]]]:
+    """Create segment ``segment_name`` holding ``arrays``; return it and the descriptors of its tensors."""
+    names = list(arrays)
+    offsets, total = layout(arrays[n] for n in names)
+    segment = Segment.create(segment_name, total)
+    descriptors = []
+    for name, offset in zip(names, offsets):
+        array = arrays[name]
+        np.copyto(segment.view(array.dtype, array.shape, offset), array, casting="no")
+        descriptors.append(describe(name, segment_name, offset, array))
+    return segment, descriptors
+
+
+def describe(name: str, segment: str, offset: int, array: np.ndarray) -> dict[str, Any]:
+    return {"name": name, "segment": segment, "offset": offset, "dtype": array.dtype.name,
+            "shape": list(array.shape)}
+
+
+def read_tensors(descriptors: Iterable[Mapping[str, Any]], segments: Mapping[str, Segment]) -> dict[str, np.ndarray]:
+    """Views of the tensors that ``descriptors`` point to in the already attached ``segments``."""
+    return {d["name"]: segments[d["segment"]].view(numpy_dtype(d["dtype"]), tuple(d["shape"]), int(d["offset"]))
+            for d in descriptors}

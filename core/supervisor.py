@@ -1,0 +1,237 @@
+"""Start backend workers and wait for their answers, seeing a death the moment it happens.
+
+Each worker is a fresh interpreter (``python -m cmpx.worker``), never a fork of the coordinator, in its own
+session so that Ctrl-C reaches only the coordinator, which then stops the workers itself. The coordinator
+waits on every worker's pipe and process descriptor (pidfd) at once with one selector, so a crash is noticed
+when it happens, not at the next poll; each request has its own deadline.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from cmpx import protocol
+from cmpx.errors import BackendCrashed, BackendError, BackendTimeout, ProtocolError, RemoteTraceback
+
+KILL_GRACE_SECONDS = 2.0
+STDERR_TAIL_BYTES = 4096
+STDERR_TAIL_LINES = 12
+
+
+@dataclass
+class Worker:
+    """The coordinator's handle on one backend worker process."""
+
+    name: str
+    process: subprocess.Popen
+    to_worker: int
+    from_worker: int
+    log: Any  # the temporary file holding the worker's stdout and stderr
+    pidfd: int | None
+    decoder: protocol.FrameDecoder = field(default_factory=protocol.FrameDecoder)
+    inbox: list[dict[str, Any]] = field(default_factory=list)
+    failure: BackendError | None = None
+    eof: bool = False  # the worker closed its end of the pipe
+    exited: bool = False  # its process descriptor reported the exit
+    closed: bool = False
+    _ids: Any = field(default_factory=lambda: itertools.count(1))
+
+    def next_id(self) -> int:
+        return next(self._ids)
+
+    @property
+    def alive(self) -> bool:
+        return self.failure is None and not self.closed
+
+    def stderr_tail(self) -> str:
+        fd = self.log.fileno()
+        size = os.fstat(fd).st_size
+        data = os.pread(fd, STDERR_TAIL_BYTES, max(0, size - STDERR_TAIL_BYTES))
+        lines = data.decode("utf-8", "replace").splitlines()
+        return "\n".join(lines[-STDERR_TAIL_LINES:])
+
+    def stderr_text(self) -> str:
+        fd = self.log.fileno()
+        return os.pread(fd, os.fstat(fd).st_size, 0).decode("utf-8", "replace")
+
+
+def start_worker(name: str, env: dict[str, str] | None = None) -> Worker:
+    """Start one worker process. Must run on the main thread (the worker dies with the thread that forked it)."""
+    child_in, parent_out = os.pipe()
+    parent_in, child_out = os.pipe()
+    log = tempfile.TemporaryFile(prefix="cmpx-worker-")
+    try:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "cmpx.worker", str(child_in), str(child_out), str(os.getpid())],
+            pass_fds=(child_in, child_out), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+            start_new_session=True, env=env, close_fds=True)
+    except BaseException:
+        for fd in (child_in, parent_out, parent_in, child_out):
+            os.close(fd)
+        log.close()
+        raise
+    os.close(child_in)
+    os.close(child_out)
+    os.set_blocking(parent_in, False)
+    pidfd = None
+    if hasattr(os, "pidfd_open"):
+        try:
+            pidfd = os.pidfd_open(process.pid)
+        except OSError:
+            pidfd = None
+    return Worker(name, process, parent_out, parent_in, log, pidfd)
+
+
+def send(worker: Worker, message: dict[str, Any], phase: str) -> None:
+    """Send one frame; a worker that cannot take it is marked failed (never raises for that)."""
+    if not worker.alive:
+        return
+    try:
+        protocol.write_frame(worker.to_worker, message)
+    except OSError:  # broken pipe: it is dead or dying
+        _fail_dead(worker, phase)
+
+
+def wait_replies(workers: Iterable[Worker], expect: str, phase: str, timeout: float,
+                 request_ids: dict[str, int] | None = None) -> dict[str, dict[str, Any] | BackendError]:
+    """Wait until each worker answers with op ``expect`` (or fails); return name -> message or error.
+
+    A worker that dies, sends an ``error``, breaks the protocol or misses the deadline gets a BackendError
+    (and is stopped); the others are still waited for.
+    """
+    workers = list(workers)
+    pending = {w.name: w for w in workers if w.alive}
+    results: dict[str, dict[str, Any] | BackendError] = {w.name: w.failure for w in workers if not w.alive}
+    deadline = time.monotonic() + timeout
+    selector = selectors.DefaultSelector()
+    for worker in pending.values():
+        selector.register(worker.from_worker, selectors.EVENT_READ, (worker, "pipe"))
+        if worker.pidfd is not None and not worker.exited:
+            selector.register(worker.pidfd, selectors.EVENT_READ, (worker, "exit"))
+    try:
+        while pending:
+            for name, worker in list(pending.items()):
+                reply = _take_reply(worker, expect, phase, (request_ids or {}).get(name))
+                if reply is None and worker.failure is None and (worker.eof or worker.exited):
+                    _fail_dead(worker, phase)
+                if reply is not None or worker.failure is not None:
+                    results[name] = reply if reply is not None else worker.failure
+                    _unregister(selector, pending.pop(name))
+            if not pending:
+                break
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                for worker in pending.values():
+                    worker.failure = BackendTimeout(worker.name, phase, timeout)
+                    stop(worker)
+                    results[worker.name] = worker.failure
+                break
+            for key, _ in selector.select(remaining):
+                worker, kind = key.data
+                if kind == "exit":
+                    worker.exited = True
+                    selector.unregister(key.fd)
+                _read_available(worker, phase)
+    finally:
+        selector.close()
+    return results
+
+
+def _take_reply(worker: Worker, expect: str, phase: str, request_id: int | None) -> Any:
+    for index, message in enumerate(worker.inbox):
+        if request_id is not None and message.get("id") not in (None, request_id):
+            continue
+        if message["op"] == expect:
+            return worker.inbox.pop(index)
+        if message["op"] == "error":
+            worker.inbox.pop(index)
+            error = BackendError(worker.name, phase, f"{message.get('type')}: {message.get('message')}")
+            error.__cause__ = RemoteTraceback(message.get("traceback") or "")
+            error.remote_type = message.get("type")
+            return error
+    return None
+
+
+def _read_available(worker: Worker, phase: str) -> None:
+    """Read whatever the worker has written, without blocking; note EOF; a bad frame fails the worker."""
+    while not worker.eof:
+        try:
+            data = os.read(worker.from_worker, 1 << 16)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:
+            worker.eof = True
+            return
+        try:
+            worker.inbox.extend(worker.decoder.feed(data))
+        except ProtocolError as exc:
+            stop(worker)
+            worker.failure = BackendError(worker.name, phase, f"protocol error: {exc}")
+            return
+
+
+def _fail_dead(worker: Worker, phase: str) -> None:
+    """The worker's pipe closed or its process exited without answering: reap it and say how it died."""
+    process = worker.process
+    try:
+        process.wait(timeout=KILL_GRACE_SECONDS)
+    except subprocess.TimeoutExpired:  # pipe closed but the process lingers: end it
+        stop(worker)
+    code = process.returncode
+    if code == 0 and worker.decoder.pending:
+        worker.failure = BackendError(worker.name, phase, "protocol error: truncated frame before end of stream")
+        return
+    signal_name = None
+    if code is not None and code < 0:
+        try:
+            signal_name = signal.Signals(-code).name
+        except ValueError:
+            signal_name = f"signal {-code}"
+    worker.failure = BackendCrashed(worker.name, phase, exit_code=code, signal_name=signal_name,
+                                    stderr_tail=worker.stderr_tail())
+
+
+def _unregister(selector: selectors.BaseSelector, worker: Worker) -> None:
+    for fd in (worker.from_worker, worker.pidfd):
+        if fd is not None:
+            try:
+                selector.unregister(fd)
+            except (KeyError, ValueError):
+                pass
+
+
+def stop(worker: Worker) -> None:
+    """Terminate the worker, then kill it if it has not exited after a short grace period."""
+    process = worker.process
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=KILL_GRACE_SECONDS)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def release(worker: Worker) -> None:
+    """Stop the process if needed and close every descriptor the coordinator holds for it."""
+    stop(worker)
+    for fd in (worker.to_worker, worker.from_worker, worker.pidfd):
+        if fd is not None:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+    worker.log.close()
+    worker.closed = True

@@ -1,0 +1,116 @@
+"""The worker's loop: receive load/infer/close, drive one backend, answer with descriptors only."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import signal
+import time
+import traceback
+from typing import Any
+
+import numpy as np
+
+from cmpx import protocol, shm
+from cmpx.backend import Backend
+from cmpx.plugins import PluginSettings, make_plugin_manager
+from cmpx.worker.parent_watch import die_with_parent
+
+
+class WorkerError(Exception):
+    """A problem the worker reports about the backend's contract (bad target, bad outputs...)."""
+
+
+def main(argv: list[str]) -> int:
+    fd_in, fd_out, parent_pid = (int(a) for a in argv[:3])
+    die_with_parent(parent_pid)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the coordinator decides when workers stop
+    protocol.write_frame(fd_out, {"op": "hello", "pid": os.getpid(), "protocol": protocol.PROTOCOL_VERSION})
+    state = _State()
+    while True:
+        try:
+            message = protocol.read_frame(fd_in)
+        except protocol.ProtocolError:
+            return 4
+        if message is None:  # the coordinator is gone or closed the pipe
+            return 0
+        reply = _handle(state, message)
+        protocol.write_frame(fd_out, reply)
+        if message["op"] == "close":
+            return 0
+
+
+class _State:
+    backend: Backend | None = None
+
+
+def _handle(state: _State, message: dict[str, Any]) -> dict[str, Any]:
+    op, request_id = message["op"], message.get("id")
+    started = time.perf_counter()
+    try:
+        if op == "load":
+            state.backend = _load(message)
+            return {"op": "ready", "id": request_id, "seconds": time.perf_counter() - started}
+        if op == "infer":
+            if state.backend is None:
+                raise WorkerError("infer before load")
+            outputs = _infer(state.backend, message)
+            return {"op": "result", "id": request_id, "outputs": outputs, "seconds": time.perf_counter() - started}
+        if state.backend is not None:  # close
+            state.backend.close()
+        return {"op": "bye", "id": request_id}
+    except Exception as exc:  # everything a backend raises is reported, never fatal to the protocol
+        return {"op": "error", "id": request_id, "type": f"{type(exc).__module__}.{type(exc).__qualname__}",
+                "message": str(exc), "traceback": traceback.format_exc()}
+
+
+def _load(message: dict[str, Any]) -> Backend:
+    plugins = make_plugin_manager(**_settings_kwargs(PluginSettings.from_message(message["plugins"])))
+    spec = plugins.backends.get(message["backend"])
+    if spec is None:
+        failures = "; ".join(f"{f.plugin}: {f.error}" for f in plugins.failures)
+        raise WorkerError(f"backend {message['backend']!r} is not registered in the worker"
+                          + (f" (plugin failures: {failures})" if failures else ""))
+    module_name, _, attribute = spec.target.partition(":")
+    target: Any = importlib.import_module(module_name)
+    for part in attribute.split("."):
+        target = getattr(target, part)
+    if not (isinstance(target, type) and issubclass(target, Backend)):
+        raise WorkerError(f"{spec.target} is not a subclass of cmpx.Backend")
+    backend = target(message.get("options") or {})
+    backend.load(message["model"])
+    return backend
+
+
+def _settings_kwargs(settings: PluginSettings) -> dict[str, Any]:
+    return {"autoload": settings.autoload, "extra": settings.extra, "blocked": settings.blocked}
+
+
+def _infer(backend: Backend, message: dict[str, Any]) -> list[dict[str, Any]]:
+    descriptors = message["inputs"]
+    segments = {name: shm.Segment.attach(name) for name in {d["segment"] for d in descriptors}}
+    try:
+        feeds = shm.read_tensors(descriptors, segments)
+        outputs = backend.infer(feeds)
+        del feeds
+    finally:
+        for segment in segments.values():
+            segment.close()
+    arrays = _check_outputs(outputs)
+    segment, out_descriptors = shm.write_tensors(message["out_segment"], arrays)
+    segment.close()
+    return out_descriptors
+
+
+def _check_outputs(outputs: Any) -> dict[str, np.ndarray]:
+    if not isinstance(outputs, dict):
+        raise WorkerError(f"infer() must return a dict of output name -> array, not {type(outputs).__name__}")
+    arrays = {}
+    for name, value in outputs.items():
+        if not isinstance(name, str):
+            raise WorkerError(f"infer() returned a non-string output name {name!r}")
+        array = np.asarray(value)
+        if array.dtype.hasobject or array.dtype.kind in "USM":
+            raise WorkerError(f"output {name!r} has dtype {array.dtype}; only numeric and bool tensors are compared")
+        arrays[name] = array
+    return arrays
