@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-import numpy as np
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
 
 # ONNX TensorProto.DataType value -> numpy dtype name. Names resolve with np.dtype() once ml_dtypes is imported.
 ONNX_TO_NUMPY = {
@@ -16,6 +19,8 @@ ONNX_STRING = 8
 
 def numpy_dtype(name: str) -> np.dtype:
     """The numpy dtype for a dtype name, including the ml_dtypes extension types."""
+    import numpy as np
+
     try:
         return np.dtype(name)
     except TypeError:

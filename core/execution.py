@@ -10,37 +10,12 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from cmpx import shm, supervisor
-from cmpx.argtypes import PerOutput
 from cmpx.compare import PairResult, compare_outputs
 from cmpx.errors import BackendError
-from cmpx.model import ModelInfo, TensorSpec
 from cmpx.pairing import comparison_pairs
-from cmpx.plugins import PluginSettings
-from cmpx.registry import BackendSpec
+from cmpx.plan import RunPlan
 
 CLOSE_TIMEOUT_SECONDS = 10.0
-
-
-@dataclass(frozen=True)
-class BackendPlan:
-    """One backend instance of the run: its unique name, its descriptor and its option values."""
-
-    name: str
-    spec: BackendSpec
-    options: Mapping[str, Any]
-
-
-@dataclass(frozen=True)
-class RunPlan:
-    model: ModelInfo
-    inputs: Sequence[TensorSpec]  # with concrete shapes
-    backends: Sequence[BackendPlan]
-    reference: str | None
-    metric: Any
-    atol: PerOutput[float]
-    rtol: PerOutput[float]
-    timeout: float
-    plugin_settings: PluginSettings
 
 
 @dataclass

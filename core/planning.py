@@ -9,7 +9,7 @@ from typing import Any
 
 from cmpx.argtypes import check_names, parse_input_shapes, parse_per_output, parse_val_ranges, tolerance
 from cmpx.errors import PluginError, UsageError
-from cmpx.execution import BackendPlan, RunPlan
+from cmpx.plan import BackendPlan, RunPlan
 from cmpx.feeds import check_feeds
 from cmpx.loaders.options import DataOptions
 from cmpx.model import read_model

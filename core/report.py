@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+from cmpx import __version__
 from cmpx.compare import OutputResult, PairResult
 from cmpx.errors import BackendCrashed, BackendError
-from cmpx.execution import RunResult
+
+if TYPE_CHECKING:
+    from cmpx.execution import RunResult
 
 EXIT_PASSED, EXIT_MISMATCH, EXIT_USAGE, EXIT_BACKEND_FAILED = 0, 1, 2, 3
 
@@ -24,11 +28,14 @@ class TextReporter:
     echo: Callable[[str], None]
     debug: bool = False
 
+    def started(self, model: str, backends: list[str], iterations: int) -> None:
+        self.echo(f"cmpx {__version__} | {model} | backends: {', '.join(backends)} | {iterations} iteration(s)")
+
     def loaded(self, backend: str, seconds: float) -> None:
         self.echo(f"loaded {backend} in {seconds:.3f} s")
 
     def backend_failed(self, error: BackendError) -> None:
-        self.echo(f"FAILED  backend {error}")
+        self.echo(f"ERROR   {error}")
         if isinstance(error, BackendCrashed) and error.stderr_tail:
             self.echo(_indent(f"last lines of its stderr:\n{error.stderr_tail}", "        "))
         elif self.debug and error.__cause__ is not None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
 import traceback
 from typing import Any
 
@@ -33,6 +35,7 @@ class CmpxGroup(click.Group):
              standalone_mode: bool = True, **extra: Any) -> Any:
         args = list(sys.argv[1:] if args is None else args)
         debug = "--debug" in args[: args.index("--")] if "--" in args else "--debug" in args
+        previous_sigterm = _sigterm_interrupts()
         try:
             code = super().main(args, prog_name or "cmpx", complete_var, standalone_mode=False,
                                 obj={"argv": args}, **extra)
@@ -56,12 +59,26 @@ class CmpxGroup(click.Group):
             click.echo(f"Error: {exc}", err=True)
             code = 1
         except (click.Abort, KeyboardInterrupt):
-            click.echo("Interrupted.", err=True)
+            click.echo("Interrupted: workers stopped, shared memory released.", err=True)
             code = EXIT_INTERRUPTED
+        finally:
+            if previous_sigterm is not None:
+                signal.signal(signal.SIGTERM, previous_sigterm)
         code = code or 0
         if standalone_mode:
             sys.exit(code)
         return code
+
+
+def _sigterm_interrupts() -> Any:
+    """Make SIGTERM unwind like Ctrl-C, so workers and segments are cleaned up; return the old handler."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    return signal.signal(signal.SIGTERM, interrupt)
 
 
 def _show_debug(debug: bool) -> None:

@@ -88,9 +88,7 @@ def build_run_command(plugins: PluginSet) -> click.Command:
 
 
 def _run(plugins: PluginSet, values: dict[str, Any]) -> int:
-    from cmpx.execution import execute  # numpy and friends load only when a run really starts
     from cmpx.planning import RunRequest, build_plan
-    from cmpx.report import TextReporter, exit_code
 
     settings: PluginSettings = click.get_current_context().find_root().obj["settings"]
     known = {"model", "backends", "reference", "seed", "iterations", "input_shapes", "val_range", "data_loader",
@@ -101,7 +99,11 @@ def _run(plugins: PluginSet, values: dict[str, Any]) -> int:
         data_loader=values["data_loader"], atol=values["atol"], rtol=values["rtol"], timeout=values["timeout"],
         backend_options={k: v for k, v in values.items() if k not in known})
     plan, feeds = build_plan(request, plugins, settings, warn=lambda m: click.echo(f"warning: {m}", err=True))
+    from cmpx.execution import execute  # numpy and the workers' machinery load only once the run is valid
+    from cmpx.report import TextReporter, exit_code
+
     reporter = TextReporter(click.echo, debug=values["debug"])
+    reporter.started(plan.model.path, [backend.name for backend in plan.backends], request.iterations)
     result = execute(plan, feeds, reporter)
     reporter.summary(result)
     return exit_code(result)

@@ -46,12 +46,13 @@ class SyntheticDataLoader:
             if not (math.isfinite(chosen.low) and math.isfinite(chosen.high)):
                 raise UsageError(f"--val-range for {spec.name}: bounds must be finite numbers")
             return chosen
-        chosen = chosen or DEFAULT_INT_RANGE
+        info = _int_info(dtype)
+        if chosen is None:  # the default, narrowed for tiny types such as int2 ([-2, 1] -> [0, 1])
+            return ValueRange(max(DEFAULT_INT_RANGE.low, info[0]), min(DEFAULT_INT_RANGE.high, info[1]))
         if chosen.low != int(chosen.low) or chosen.high != int(chosen.high):
             raise UsageError(f"--val-range for {spec.name}: {spec.dtype} input needs integer bounds, "
                              f"e.g. {spec.name}:[0,9]")
         low, high = int(chosen.low), int(chosen.high)
-        info = _int_info(dtype)
         if low < info[0] or high > info[1]:
             raise UsageError(f"--val-range for {spec.name}: [{low},{high}] does not fit {spec.dtype} "
                              f"([{info[0]},{info[1]}])")

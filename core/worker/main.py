@@ -60,7 +60,10 @@ def _handle(state: _State, message: dict[str, Any]) -> dict[str, Any]:
             state.backend.close()
         return {"op": "bye", "id": request_id}
     except Exception as exc:  # everything a backend raises is reported, never fatal to the protocol
-        return {"op": "error", "id": request_id, "type": f"{type(exc).__module__}.{type(exc).__qualname__}",
+        kind = type(exc).__qualname__
+        if type(exc).__module__ != "builtins":
+            kind = f"{type(exc).__module__}.{kind}"
+        return {"op": "error", "id": request_id, "type": kind,
                 "message": str(exc), "traceback": traceback.format_exc()}
 
 

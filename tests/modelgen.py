@@ -1,0 +1,52 @@
+"""Tiny ONNX models for tests, built in code (no files shipped)."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+OPSET = 17
+
+
+def _model(nodes, inputs, outputs, initializers=()):
+    graph = helper.make_graph(nodes, "test", inputs, outputs, list(initializers))
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+    onnx.checker.check_model(model)
+    return model
+
+
+def matmul_chain(layers: int = 3, size: int = 8, seed: int = 0) -> onnx.ModelProto:
+    """X[1,size] -> (MatMul, Tanh) x layers -> Y, plus a second output S = ReduceSum(Y)."""
+    rng = np.random.default_rng(seed)
+    nodes, inits, current = [], [], "X"
+    for i in range(layers):
+        inits.append(numpy_helper.from_array((rng.standard_normal((size, size)) / size).astype(np.float32), f"W{i}"))
+        nodes.append(helper.make_node("MatMul", [current, f"W{i}"], [f"mm{i}"], name=f"MatMul_{i}"))
+        current = f"t{i}" if i < layers - 1 else "Y"
+        nodes.append(helper.make_node("Tanh", [f"mm{i}"], [current], name=f"Tanh_{i}"))
+    nodes.append(helper.make_node("ReduceSum", ["Y"], ["S"], name="sum", keepdims=1))
+    return _model(nodes, [helper.make_tensor_value_info("X", TensorProto.FLOAT, [1, size])],
+                  [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [1, size]),
+                   helper.make_tensor_value_info("S", TensorProto.FLOAT, [1, 1])], inits)
+
+
+def dynamic_add() -> onnx.ModelProto:
+    """A[N,3] + B[N,3] -> C, with a named dynamic batch dimension."""
+    return _model([helper.make_node("Add", ["A", "B"], ["C"], name="add")],
+                  [helper.make_tensor_value_info("A", TensorProto.FLOAT, ["N", 3]),
+                   helper.make_tensor_value_info("B", TensorProto.FLOAT, ["N", 3])],
+                  [helper.make_tensor_value_info("C", TensorProto.FLOAT, ["N", 3])])
+
+
+def gather_model(rows: int = 10) -> onnx.ModelProto:
+    """Gather rows of a constant table with int64 indices I[4] -> G[4,2]."""
+    table = numpy_helper.from_array(np.arange(rows * 2, dtype=np.float32).reshape(rows, 2), "T")
+    return _model([helper.make_node("Gather", ["T", "I"], ["G"], name="gather", axis=0)],
+                  [helper.make_tensor_value_info("I", TensorProto.INT64, [4])],
+                  [helper.make_tensor_value_info("G", TensorProto.FLOAT, [4, 2])], [table])
+
+
+def save(model: onnx.ModelProto, path) -> str:
+    onnx.save(model, str(path))
+    return str(path)

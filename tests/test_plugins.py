@@ -1,0 +1,167 @@
+"""Plugin discovery: built-ins through entry points, -p modules, blocking, and isolated failures."""
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from cmpx.errors import PluginError
+from cmpx.hookspecs import hookimpl
+from cmpx.plugins import PluginSettings, make_plugin_manager
+from cmpx.registry import BackendRegistry, Provenance
+from conftest import REPO, run_cmpx
+
+
+def test_builtins_come_from_the_cmpx_entry_point_group():
+    plugins = make_plugin_manager()
+    assert {"onnxrt", "onnxref"} <= set(plugins.backends.names())
+    assert plugins.data_loaders.names() == ["synthetic"]
+    assert "elemwise" in plugins.metrics.names()
+    onnxrt = plugins.backends.get("onnxrt")
+    assert onnxrt.provenance.plugin == "onnxrt"
+    assert onnxrt.provenance.dist.startswith("cmpx ")
+    assert onnxrt.target == "cmpx_onnxrt.backend:OnnxrtBackend"
+    assert plugins.failures == []
+
+
+def test_without_autoload_nothing_is_registered_until_asked():
+    assert len(make_plugin_manager(autoload=False).backends) == 0
+    plugins = make_plugin_manager(autoload=False, extra=["cmpx_onnxrt.plugin"])
+    assert plugins.backends.names() == ["onnxrt"]
+
+
+def test_blocking_a_builtin_by_name():
+    plugins = make_plugin_manager(blocked=["onnxref"])
+    assert "onnxref" not in plugins.backends and "onnxrt" in plugins.backends
+
+
+def test_a_module_that_does_not_import_is_reported_by_name():
+    plugins = make_plugin_manager(extra=["cmpx_test_import_error"])
+    [failure] = plugins.failures
+    assert failure.plugin == "cmpx_test_import_error" and failure.requested
+    assert "ModuleNotFoundError" in failure.error and "cmpx_this_module_does_not_exist" in failure.error
+    assert "onnxrt" in plugins.backends
+
+
+def test_a_misspelt_hook_is_reported_and_the_plugin_is_not_used():
+    plugins = make_plugin_manager(extra=["cmpx_test_misspelt"])
+    [failure] = plugins.failures
+    assert "unknown hook(s) register_backend" in failure.error
+    assert "never" not in plugins.backends and "onnxrt" in plugins.backends
+
+
+def test_a_registration_that_raises_keeps_none_of_that_hooks_adds():
+    plugins = make_plugin_manager(extra=["cmpx_test_raising"])
+    [failure] = plugins.failures
+    assert failure.plugin == "cmpx_test_raising"
+    assert "register_backends: RuntimeError: registration exploded" in failure.error
+    assert "halfway" not in plugins.backends
+    assert "always" in plugins.metrics  # its other hook was fine
+
+
+def test_a_name_clash_names_both_plugins_and_keeps_the_builtin():
+    plugins = make_plugin_manager(extra=["cmpx_test_clash"])
+    [failure] = plugins.failures
+    assert "backend 'onnxrt' is registered by both plugin onnxrt (cmpx" in failure.error
+    assert "plugin cmpx_test_clash" in failure.error
+    assert plugins.backends.get("onnxrt").target == "cmpx_onnxrt.backend:OnnxrtBackend"
+
+
+def test_plugin_objects_can_be_registered_directly():
+    class Plugin:
+        @hookimpl
+        def register_backends(self, registry):
+            registry.add("direct", "somewhere:Backend", description="d")
+
+    plugins = make_plugin_manager(autoload=False, extra=[Plugin()])
+    assert plugins.backends.get("direct").description == "d"
+
+
+@pytest.mark.parametrize("name, target, message", [
+    ("Bad Name", "a.b:C", "invalid backend name"),
+    ("ok", "no_colon", "must look like 'package.module:ClassName'"),
+    ("x#2", "a:B", "invalid backend name"),
+])
+def test_the_registry_validates_what_plugins_add(name, target, message):
+    registry = BackendRegistry()
+    with pytest.raises(PluginError, match=message):
+        with registry.attributing(Provenance("p")):
+            registry.add(name, target)
+
+
+def test_settings_combine_p_arguments_with_the_environment():
+    settings = PluginSettings.from_cli(["b", "no:onnxref"], {"CMPX_PLUGINS": "a, b", "CMPX_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    assert settings == PluginSettings(autoload=False, extra=("a", "b"), blocked=("onnxref",))
+    assert PluginSettings.from_message(settings.to_message()) == settings
+    assert PluginSettings.from_cli([], {}).autoload is True
+
+
+def fake_distribution(site: Path, name: str, entry_points: str) -> None:
+    info = site / f"{name.replace('-', '_')}-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(textwrap.dedent(entry_points))
+
+
+def test_a_broken_installed_plugin_is_listed_and_breaks_nothing_else(tmp_path, no_leaks):
+    site = tmp_path / "site"
+    fake_distribution(site, "cmpx-broken", "[cmpx]\nbroken = cmpx_missing_module_xyz\n")
+    env = {"PYTHONPATH": f"{site}:{REPO / 'tests' / 'plugins'}"}
+    listed = run_cmpx("plugins", env=env)
+    assert listed.returncode == 0, listed.stderr
+    assert "Failed plugins:" in listed.stdout
+    assert "broken (cmpx-broken 1.0): ModuleNotFoundError" in listed.stdout
+    assert "onnxrt" in listed.stdout
+    ran = run_cmpx("run", "examples/models/conv.onnx", "--backend", "onnxrt", "--backend", "onnxref", env=env)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+
+
+def test_an_installed_third_party_backend_is_found_through_its_entry_point(tmp_path, no_leaks):
+    site = tmp_path / "site"
+    fake_distribution(site, "cmpx-mine", "[cmpx]\nmine = cmpx_test_minimal\n")
+    env = {"PYTHONPATH": f"{site}:{REPO / 'tests' / 'plugins'}"}
+    listed = run_cmpx("plugins", env=env)
+    assert "[plugin mine (cmpx-mine 1.0)]" in listed.stdout
+    ran = run_cmpx("run", "examples/models/conv.onnx", "--backend", "mine", "--backend", "onnxrt", env=env)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+
+
+def test_disabling_autoload_leaves_only_what_p_loads():
+    done = run_cmpx("-p", "cmpx_onnxref.plugin", "plugins", env={"CMPX_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    assert "onnxref" in done.stdout and "onnxrt " not in done.stdout
+
+
+def test_tracing_shows_hook_calls():
+    done = run_cmpx("plugins", env={"CMPX_TRACE_PLUGINS": "1"})
+    assert "[cmpx trace] register_backends -> onnxrt" in done.stderr
+
+
+def test_requested_plugin_that_fails_is_a_usage_error(run_cli):
+    result = run_cli("run", "examples/models/conv.onnx", "--backend", "onnxrt", "--backend", "onnxref",
+                     "-p", "cmpx_test_import_error")
+    assert result.exit_code == 2
+    assert "plugin 'cmpx_test_import_error' (from -p / CMPX_PLUGINS) failed to load" in result.output
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["plugins"], ["run", "--help"], ["run", "m.onnx", "--backend", "x"]])
+def test_help_plugins_and_option_errors_import_no_framework(argv):
+    code = textwrap.dedent(f"""
+        import sys
+        from cmpx.cli.main import cli
+        cli.main({argv!r}, standalone_mode=False)
+        heavy = [m for m in ("numpy", "onnx", "onnxruntime", "onnx.reference", "tensorrt", "openvino")
+                 if m in sys.modules]
+        print("HEAVY", heavy)
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
+    assert "HEAVY []" in done.stdout, done.stdout + done.stderr
+
+
+def test_every_hook_is_documented_in_the_readme():
+    import cmpx.hookspecs as specs
+
+    readme = (REPO / "README.md").read_text()
+    hooks = [name for name in dir(specs) if name.startswith("register_")]
+    assert hooks and all(f"{hook}(" in readme for hook in hooks)
