@@ -1,18 +1,88 @@
-"""Metric objects: light to import (numpy is imported when a comparison runs)."""
+"""The built-in metrics. Each is a small object with a name, a default threshold where it has one, and
+``compare(context)``; numpy-heavy work is imported when a comparison runs, so registering them is cheap."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
-from cmpx.compare import MetricResult, Tolerance
+from cmpx.compare import CHECK_STATS, ComparisonContext, MetricResult
 
 
-class ElementwiseMetric:
-    """Polygraphy's default check: an element fails if abs error > atol AND rel error > rtol."""
+def _stats(context: ComparisonContext) -> Any:
+    """The error statistics of this output, computed once however many metrics ask."""
+    from cmpx_comparators.errors import error_stats
 
-    name = "elemwise"
+    s = context.settings
+    return context.memo("error_stats", lambda: error_stats(
+        context.actual, context.reference, atol=s.atol, rtol=s.rtol, quantiles=(s.quantile,),
+        nan_equal=s.nan_equal, inf_equal=s.inf_equal))
 
-    def compare(self, actual: Any, reference: Any, tolerance: Tolerance) -> MetricResult:
-        from cmpx_comparators.elementwise import check_elementwise
 
-        return check_elementwise(actual, reference, tolerance)
+class ToleranceCheck:
+    """Polygraphy's "simple" check with atol/rtol. ``stat`` None means: the --check-error-stat of each output.
+
+    elemwise: an element fails if abs > atol AND rel > rtol (NaN counts as exceeding); the output fails if any
+    element fails. max/mean/median/quantile: the output fails if that statistic of the absolute error exceeds
+    atol AND the same statistic of the relative error exceeds rtol.
+    """
+
+    threshold = None
+
+    DESCRIPTIONS = {
+        None: "the tolerance check chosen per output by --check-error-stat (default elemwise)",
+        "elemwise": "fails if any element exceeds atol AND rtol",
+        "max": "fails if the max abs error exceeds atol AND the max rel error exceeds rtol",
+        "mean": "fails if the mean abs error exceeds atol AND the mean rel error exceeds rtol",
+        "median": "fails if the median abs error exceeds atol AND the median rel error exceeds rtol",
+        "quantile": "fails if the --error-quantile abs error exceeds atol AND that rel error exceeds rtol",
+    }
+
+    def __init__(self, stat: str | None):
+        self.stat = stat
+        self.name = stat or "simple"
+        self.description = self.DESCRIPTIONS[stat]
+
+    def compare(self, context: ComparisonContext) -> MetricResult:
+        from cmpx_comparators.tolerance_report import tolerance_result
+
+        stat = self.stat or context.settings.check_stat
+        return tolerance_result(self.name, stat, _stats(context), context.settings)
+
+
+class SimilarityMetric:
+    """A metric that condenses the pair into one number checked against a threshold."""
+
+    def __init__(self, name: str, threshold: float, higher_is_better: bool, unit: str, doc: str,
+                 aliases: tuple[str, ...] = ()):
+        self.name = name
+        self.threshold = threshold
+        self.higher_is_better = higher_is_better
+        self.unit = unit
+        self.aliases = aliases
+        self.__doc__ = doc
+
+    def compare(self, context: ComparisonContext) -> MetricResult:
+        from cmpx_comparators import similarity
+
+        sums = context.memo("similarity_sums", lambda: similarity.similarity_sums(context.actual, context.reference))
+        value = getattr(similarity, self.name)(sums)
+        threshold = context.settings.thresholds.get(self.name, self.threshold)
+        passed = value >= threshold if self.higher_is_better else value <= threshold
+        passed = passed and not math.isnan(value)
+        relation = ">=" if self.higher_is_better else "<="
+        return MetricResult(self.name, bool(passed), summary=f"{self.name} {value:.6g}{self.unit}",
+                            criterion=f"{relation} {threshold:g}{self.unit}", value=value,
+                            data={"value": value, "threshold": threshold})
+
+
+def builtin_metrics() -> list[Any]:
+    return [
+        ToleranceCheck(None),
+        *(ToleranceCheck(stat) for stat in CHECK_STATS),
+        SimilarityMetric("cosine", 0.997, True, "", "cosine similarity of the flattened outputs (1 = same "
+                         "direction)", aliases=("cosine-similarity",)),
+        SimilarityMetric("l2", 1e-5, False, "", "L2 norm of the difference (Euclidean distance)"),
+        SimilarityMetric("snr", 20.0, True, " dB", "signal-to-noise ratio: reference power over difference power"),
+        SimilarityMetric("psnr", 30.0, True, " dB", "peak signal-to-noise ratio, peak of the reference"),
+    ]

@@ -10,6 +10,7 @@ from typing import Generic, TypeVar
 
 from cmpx.errors import UsageError
 
+CHECK_STATS = ("elemwise", "max", "mean", "median", "quantile")
 SHAPE_FORM = "NAME:[D0,D1,...], e.g. X:[1,3,224,224]"
 RANGE_FORM = "[LOW,HIGH] or NAME:[LOW,HIGH], e.g. [0,1] or X:[-1,1]"
 
@@ -105,6 +106,35 @@ def tolerance(text: str) -> float:
         raise ValueError(f"{text!r} is not a number; give a tolerance such as 1e-3") from None
     if math.isnan(value) or value < 0:
         raise ValueError(f"{text!r} is not a tolerance; give a number of 0 or more")
+    return value
+
+
+def check_stat(text: str) -> str:
+    """A --check-error-stat value."""
+    if text not in CHECK_STATS:
+        raise ValueError(f"{text!r} is not a check; use one of {', '.join(CHECK_STATS)}")
+    return text
+
+
+def quantile(text: str) -> float:
+    """A quantile between 0 and 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a number; give a quantile such as 0.99") from None
+    if not 0 <= value <= 1:
+        raise ValueError(f"{text!r} is not a quantile; give a number from 0 to 1")
+    return value
+
+
+def threshold(text: str) -> float:
+    """A metric threshold: any number but NaN."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a number; give a threshold such as 0.99") from None
+    if math.isnan(value):
+        raise ValueError("NaN is not a threshold")
     return value
 
 

@@ -1,37 +1,98 @@
-"""Comparison results, and pairing of two backends' outputs by exact name. No numpy at import time."""
+"""Comparing two backends' outputs: settings per output, the context metrics see, and the results.
+
+No numpy at import time: metrics import what they need when they run.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from cmpx.argtypes import PerOutput
+from cmpx.argtypes import CHECK_STATS, PerOutput
+
+__all__ = ["CHECK_STATS", "ComparisonContext", "ComparisonSettings", "MetricResult", "OutputResult",
+           "OutputSettings", "PairResult", "compare_output", "compare_outputs"]
+SIMPLE = "simple"  # the tolerance check chosen per output by --check-error-stat, as in Polygraphy
 
 
 @dataclass(frozen=True)
-class Tolerance:
+class OutputSettings:
+    """The settings that apply to one output, after per-output overrides."""
+
     atol: float
     rtol: float
+    check_stat: str
+    quantile: float
+    nan_equal: bool = False
+    inf_equal: bool = False
+    thresholds: Mapping[str, float] = field(default_factory=dict)  # metric name -> threshold
+
+
+@dataclass(frozen=True)
+class ComparisonSettings:
+    """The run's comparison options; ``for_output`` resolves the per-output values."""
+
+    metrics: Sequence[Any]  # the selected metric objects, all of which must pass
+    atol: PerOutput[float] = field(default_factory=lambda: PerOutput(1e-5))
+    rtol: PerOutput[float] = field(default_factory=lambda: PerOutput(1e-5))
+    check_stat: PerOutput[str] = field(default_factory=lambda: PerOutput("elemwise"))
+    quantile: PerOutput[float] = field(default_factory=lambda: PerOutput(0.99))
+    thresholds: Mapping[str, PerOutput[float]] = field(default_factory=dict)
+    nan_equal: bool = False
+    inf_equal: bool = False
+    fail_fast: bool = False
+
+    def for_output(self, name: str) -> OutputSettings:
+        return OutputSettings(self.atol.get(name), self.rtol.get(name), self.check_stat.get(name),
+                              self.quantile.get(name), self.nan_equal, self.inf_equal,
+                              {metric: values.get(name) for metric, values in self.thresholds.items()})
+
+
+class ComparisonContext:
+    """What a metric sees for one output: the two arrays (read-only views), the settings, and a memo so that
+    metrics sharing an expensive computation (the error statistics) do it once."""
+
+    def __init__(self, output: str, actual: Any, reference: Any, settings: OutputSettings):
+        self.output = output
+        self.actual = actual
+        self.reference = reference
+        self.settings = settings
+        self._memo: dict[str, Any] = {}
+
+    def memo(self, key: str, compute: Callable[[], Any]) -> Any:
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return self._memo[key]
 
 
 @dataclass(frozen=True)
 class MetricResult:
-    """What a metric says about one output: verdict, largest errors, and a note when it failed early."""
+    """One metric's verdict on one output.
 
+    ``criterion`` says what was required ("atol 1e-05, rtol 1e-05", ">= 0.997"), ``summary`` is the one-line
+    finding, ``details`` are further report lines, ``data`` JSON-friendly numbers for machine reports.
+    """
+
+    metric: str
     passed: bool
-    max_abs: float = 0.0
-    max_rel: float = 0.0
-    mismatches: int = 0
-    size: int = 0
-    note: str = ""
+    summary: str = ""
+    criterion: str = ""
+    value: float | None = None
+    details: Sequence[str] = ()
+    data: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class OutputResult:
     output: str
-    tolerance: Tolerance | None
-    result: MetricResult
+    metrics: Sequence[MetricResult] = ()
+    note: str = ""  # why it failed before any metric ran (missing, shape mismatch), or a dtype remark
+    failed_early: bool = False
+
+    @property
+    def passed(self) -> bool:
+        return not self.failed_early and all(m.passed for m in self.metrics)
 
 
 @dataclass
@@ -45,19 +106,31 @@ class PairResult:
 
     @property
     def passed(self) -> bool:
-        return all(o.result.passed for o in self.outputs)
+        return all(o.passed for o in self.outputs)
+
+
+def compare_output(name: str, actual: Any, reference: Any, settings: ComparisonSettings) -> OutputResult:
+    if tuple(actual.shape) != tuple(reference.shape):
+        return OutputResult(name, note=f"shape mismatch: {list(actual.shape)} vs reference "
+                                       f"{list(reference.shape)}", failed_early=True)
+    note = "" if actual.dtype == reference.dtype else f"dtypes differ: {actual.dtype} vs reference {reference.dtype}"
+    context = ComparisonContext(name, actual, reference, settings.for_output(name))
+    return OutputResult(name, [metric.compare(context) for metric in settings.metrics], note)
 
 
 def compare_outputs(backend: str, reference: str, iteration: int, actual: Mapping[str, Any],
-                    expected: Mapping[str, Any], metric: Any, atol: PerOutput[float],
-                    rtol: PerOutput[float]) -> PairResult:
-    """Compare every output by exact name; an output present on one side only fails, named as missing."""
+                    expected: Mapping[str, Any], settings: ComparisonSettings) -> PairResult:
+    """Compare outputs by exact name; an output present on one side only fails, naming the side.
+
+    With ``fail_fast`` the comparison stops at the first failing output.
+    """
     pair = PairResult(backend, reference, iteration)
     for name in list(expected) + [n for n in actual if n not in expected]:
         if name not in actual or name not in expected:
             side = backend if name not in actual else reference
-            pair.outputs.append(OutputResult(name, None, MetricResult(False, note=f"missing in {side}")))
-            continue
-        tolerance = Tolerance(atol.get(name), rtol.get(name))
-        pair.outputs.append(OutputResult(name, tolerance, metric.compare(actual[name], expected[name], tolerance)))
+            pair.outputs.append(OutputResult(name, note=f"missing in {side}", failed_early=True))
+        else:
+            pair.outputs.append(compare_output(name, actual[name], expected[name], settings))
+        if settings.fail_fast and not pair.outputs[-1].passed:
+            break
     return pair

@@ -14,6 +14,7 @@ from cmpx.compare import PairResult, compare_outputs
 from cmpx.errors import BackendError
 from cmpx.pairing import comparison_pairs
 from cmpx.plan import RunPlan
+from cmpx.validation import NonFinite, find_non_finite
 
 CLOSE_TIMEOUT_SECONDS = 10.0
 
@@ -21,6 +22,8 @@ CLOSE_TIMEOUT_SECONDS = 10.0
 @dataclass
 class RunResult:
     pairs: list[PairResult] = field(default_factory=list)
+    non_finite: list[NonFinite] = field(default_factory=list)  # found by --validate
+    stopped_early: bool = False  # --fail-fast
     failures: dict[str, BackendError] = field(default_factory=dict)
     load_seconds: dict[str, float] = field(default_factory=dict)
     infer_seconds: dict[str, list[float]] = field(default_factory=dict)
@@ -31,6 +34,7 @@ class Reporter(Protocol):
     def loaded(self, backend: str, seconds: float) -> None: ...
     def backend_failed(self, error: BackendError) -> None: ...
     def pair_compared(self, pair: PairResult) -> None: ...
+    def non_finite(self, finding: NonFinite) -> None: ...
 
 
 def execute(plan: RunPlan, feeds: Iterator[Mapping[str, Any]], reporter: Reporter) -> RunResult:
@@ -61,6 +65,8 @@ def execute(plan: RunPlan, feeds: Iterator[Mapping[str, Any]], reporter: Reporte
                 break
             _run_iteration(plan, workers, prefix, iteration, feed, result, reporter)
             result.iterations = iteration + 1
+            if result.stopped_early:
+                break
         alive = [w for w in workers.values() if w.alive]
         for worker in alive:
             supervisor.send(worker, {"op": "close", "id": worker.next_id()}, "close")
@@ -108,11 +114,19 @@ def _run_iteration(plan: RunPlan, workers: Mapping[str, supervisor.Worker], pref
                 attached.append(segment)
                 outputs[name] = shm.read_tensors(replies[name]["outputs"], {segment.name: segment})
                 result.infer_seconds.setdefault(name, []).append(replies[name]["seconds"])
+        if plan.validate:
+            for name, tensors in outputs.items():
+                for finding in find_non_finite(name, tensors):
+                    result.non_finite.append(finding)
+                    reporter.non_finite(finding)
         for backend, reference in comparison_pairs(list(outputs), plan.reference):
             pair = compare_outputs(backend, reference, iteration, outputs[backend], outputs[reference],
-                                   plan.metric, plan.atol, plan.rtol)
+                                   plan.comparison)
             result.pairs.append(pair)
             reporter.pair_compared(pair)
+            if plan.comparison.fail_fast and not pair.passed:
+                result.stopped_early = True
+                break
         outputs.clear()
     finally:
         input_segment.close()

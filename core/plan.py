@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from cmpx.argtypes import PerOutput
+from cmpx.compare import ComparisonSettings
 from cmpx.model import ModelInfo, TensorSpec
 from cmpx.plugins import PluginSettings
 from cmpx.registry import BackendSpec
@@ -27,8 +27,7 @@ class RunPlan:
     inputs: Sequence[TensorSpec]  # with concrete shapes
     backends: Sequence[BackendPlan]
     reference: str | None
-    metric: Any
-    atol: PerOutput[float]
-    rtol: PerOutput[float]
+    comparison: ComparisonSettings
     timeout: float
     plugin_settings: PluginSettings
+    validate: bool = False

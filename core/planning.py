@@ -7,7 +7,9 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from cmpx.argtypes import check_names, parse_input_shapes, parse_per_output, parse_val_ranges, tolerance
+from cmpx.argtypes import PerOutput, check_names, check_stat, parse_input_shapes, parse_per_output, \
+    parse_val_ranges, quantile, threshold, tolerance
+from cmpx.compare import SIMPLE, ComparisonSettings
 from cmpx.errors import PluginError, UsageError
 from cmpx.plan import BackendPlan, RunPlan
 from cmpx.feeds import check_feeds
@@ -19,7 +21,6 @@ from cmpx.shapes import resolve_input_shapes
 
 DEFAULT_TOLERANCE = 1e-5
 DEFAULT_TIMEOUT_SECONDS = 600.0
-DEFAULT_METRIC = "elemwise"
 MAX_SEED = 2**32 - 1
 
 
@@ -37,6 +38,14 @@ class RunRequest:
     data_loader: str = "synthetic"
     atol: Sequence[str] = ()
     rtol: Sequence[str] = ()
+    check_error_stat: Sequence[str] = ()
+    error_quantile: Sequence[str] = ()
+    compare: Sequence[str] = ()
+    thresholds: Mapping[str, Sequence[str]] = field(default_factory=dict)  # metric name -> words
+    nan_equal: bool = False
+    infinities_compare_equal: bool = False
+    validate: bool = False
+    fail_fast: bool = False
     timeout: float = DEFAULT_TIMEOUT_SECONDS
     backend_options: Mapping[str, Any] = field(default_factory=dict)  # click param name -> value
 
@@ -60,13 +69,9 @@ def build_plan(request: RunRequest, plugins: PluginSet, settings: PluginSettings
         raise UsageError(f"--iterations {request.iterations}: run at least 1 iteration")
     if not request.timeout > 0:
         raise UsageError(f"--timeout {request.timeout:g}: give a number of seconds above 0")
-    atol = parse_per_output("--atol", request.atol, DEFAULT_TOLERANCE, tolerance)
-    rtol = parse_per_output("--rtol", request.rtol, DEFAULT_TOLERANCE, tolerance)
+    comparison, per_output_options = _comparison_settings(request, plugins)
     shapes = parse_input_shapes(request.input_shapes)
     default_range, ranges = parse_val_ranges(request.val_ranges)
-    metric = plugins.metrics.get(DEFAULT_METRIC)
-    if metric is None:
-        raise PluginError(f"metric {DEFAULT_METRIC!r} is not registered (is the 'metrics' plugin blocked?)")
     loader_spec = plugins.data_loaders.get(request.data_loader)
     if loader_spec is None:
         raise UsageError(f"--data-loader {request.data_loader!r} is not registered; available: "
@@ -74,8 +79,8 @@ def build_plan(request: RunRequest, plugins: PluginSet, settings: PluginSettings
 
     model = read_model(request.model)
     output_names = [spec.name for spec in model.outputs]
-    check_names("--atol", atol.overrides, output_names, "model outputs")
-    check_names("--rtol", rtol.overrides, output_names, "model outputs")
+    for option, values in per_output_options.items():
+        check_names(option, values.overrides, output_names, "model outputs")
     check_names("--val-range", ranges, [spec.name for spec in model.inputs], "model inputs")
     inputs = resolve_input_shapes(model.inputs, shapes, warn)
 
@@ -87,9 +92,38 @@ def build_plan(request: RunRequest, plugins: PluginSet, settings: PluginSettings
     backends = [BackendPlan(name, spec, {option.name: request.backend_options.get(spec.param(option), option.default)
                                          for option in spec.options})
                 for name, spec in zip(names, specs)]
-    plan = RunPlan(model, inputs, backends, request.reference, metric.metric, atol, rtol, request.timeout,
-                   settings)
+    plan = RunPlan(model, inputs, backends, request.reference, comparison, request.timeout, settings,
+                   validate=request.validate)
     return plan, feeds
+
+
+def _comparison_settings(request: RunRequest, plugins: PluginSet) -> tuple[ComparisonSettings, dict[str, PerOutput]]:
+    """The comparison settings, and every per-output option by flag (to check their output names later)."""
+    names = list(dict.fromkeys(request.compare or [SIMPLE]))
+    metrics = []
+    for name in names:
+        spec = plugins.metrics.get(name)
+        if spec is None:
+            raise UsageError(f"--compare: unknown metric {name!r}; available: {', '.join(plugins.metrics.names())}")
+        metrics.append(spec.metric)
+    per_output: dict[str, PerOutput] = {
+        "--atol": parse_per_output("--atol", request.atol, DEFAULT_TOLERANCE, tolerance),
+        "--rtol": parse_per_output("--rtol", request.rtol, DEFAULT_TOLERANCE, tolerance),
+        "--check-error-stat": parse_per_output("--check-error-stat", request.check_error_stat, "elemwise",
+                                               check_stat),
+        "--error-quantile": parse_per_output("--error-quantile", request.error_quantile, 0.99, quantile),
+    }
+    thresholds = {}
+    for metric_name, words in request.thresholds.items():
+        spec = plugins.metrics.get(metric_name)
+        option = f"--{metric_name}-threshold"
+        per_output[option] = thresholds[metric_name] = parse_per_output(option, words, spec.metric.threshold,
+                                                                         threshold)
+    comparison = ComparisonSettings(
+        metrics, per_output["--atol"], per_output["--rtol"], per_output["--check-error-stat"],
+        per_output["--error-quantile"], thresholds, request.nan_equal, request.infinities_compare_equal,
+        request.fail_fast)
+    return comparison, per_output
 
 
 def _checked(feeds: Iterator[Any], inputs: Sequence[Any], source: str) -> Iterator[Mapping[str, Any]]:

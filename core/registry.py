@@ -158,5 +158,5 @@ class MetricRegistry(_Registry[MetricSpec]):
         """Register ``metric``: an object with a ``name`` and a ``compare(actual, reference, tolerance)``."""
         if not callable(getattr(metric, "compare", None)):
             raise PluginError(f"metric {metric!r} has no compare() method")
-        self._add(MetricSpec(getattr(metric, "name", None), metric, description or (metric.__doc__ or "").strip()
-                             .split("\n")[0], self._stamp()))
+        description = description or getattr(metric, "description", "") or (metric.__doc__ or "").strip()
+        self._add(MetricSpec(getattr(metric, "name", None), metric, description.split("\n")[0], self._stamp()))

@@ -9,10 +9,12 @@ from typing import TYPE_CHECKING
 from cmpx import __version__
 from cmpx.compare import OutputResult, PairResult
 from cmpx.errors import BackendCrashed, BackendError
+from cmpx.validation import NonFinite
 
 if TYPE_CHECKING:
     from cmpx.execution import RunResult
 
+DETAIL_INDENT = "        "
 EXIT_PASSED, EXIT_MISMATCH, EXIT_USAGE, EXIT_BACKEND_FAILED = 0, 1, 2, 3
 
 
@@ -20,7 +22,9 @@ def exit_code(result: RunResult) -> int:
     """3 if any backend failed (it outranks a mismatch), 1 if any output mismatched, else 0."""
     if result.failures:
         return EXIT_BACKEND_FAILED
-    return EXIT_MISMATCH if any(not pair.passed for pair in result.pairs) else EXIT_PASSED
+    if result.non_finite or any(not pair.passed for pair in result.pairs):
+        return EXIT_MISMATCH
+    return EXIT_PASSED
 
 
 @dataclass
@@ -44,7 +48,11 @@ class TextReporter:
     def pair_compared(self, pair: PairResult) -> None:
         self.echo(f"[iteration {pair.iteration}] {pair.backend} vs {pair.reference} (reference)")
         for output in pair.outputs:
-            self.echo("  " + format_output(output))
+            for line in format_output(output):
+                self.echo("  " + line)
+
+    def non_finite(self, finding: NonFinite) -> None:
+        self.echo(f"INVALID {finding} (--validate)")
 
     def summary(self, result: RunResult) -> None:
         self.echo("Summary")
@@ -57,6 +65,10 @@ class TextReporter:
                       f"({100.0 * passed / len(pairs):.0f}%)")
         if not result.pairs:
             self.echo("  nothing was compared")
+        if result.non_finite:
+            self.echo(f"  --validate: {len(result.non_finite)} output(s) with NaN or Inf")
+        if result.stopped_early:
+            self.echo("  stopped at the first mismatch (--fail-fast)")
         for name, error in result.failures.items():
             self.echo(f"  {name}: FAILED during {error.phase}: {error.detail}")
         code = exit_code(result)
@@ -66,16 +78,18 @@ class TextReporter:
                   f"| exit {code}")
 
 
-def format_output(output: OutputResult) -> str:
-    result = output.result
-    status = "PASSED" if result.passed else "FAILED"
-    if output.tolerance is None or result.note:
-        return f"{status}  {output.output}: {result.note}"
-    text = (f"{status}  {output.output}: max abs {result.max_abs:.3g}, max rel {result.max_rel:.3g} "
-            f"(atol {output.tolerance.atol:g}, rtol {output.tolerance.rtol:g})")
-    if result.mismatches:
-        text += f", {result.mismatches}/{result.size} elements out of tolerance"
-    return text
+def format_output(output: OutputResult) -> list[str]:
+    """One line per metric, ``STATUS  NAME: finding [criterion]``, each followed by its detail lines."""
+    if output.failed_early:
+        return [f"FAILED  {output.output}: {output.note}"]
+    lines = []
+    for metric in output.metrics:
+        status = "PASSED" if metric.passed else "FAILED"
+        lines.append(f"{status}  {output.output}: {metric.summary} [{metric.criterion}]")
+        lines += [DETAIL_INDENT + detail for detail in metric.details]
+    if output.note:
+        lines.append(DETAIL_INDENT + output.note)
+    return lines
 
 
 def _indent(text: str, prefix: str) -> str:

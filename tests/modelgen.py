@@ -50,3 +50,18 @@ def gather_model(rows: int = 10) -> onnx.ModelProto:
 def save(model: onnx.ModelProto, path) -> str:
     onnx.save(model, str(path))
     return str(path)
+
+
+def unary(op: str) -> onnx.ModelProto:
+    """X[2,3] -> op -> Y, e.g. Log (NaN for negative inputs) or Reciprocal (inf for zeros)."""
+    return _model([helper.make_node(op, ["X"], ["Y"], name=op.lower())],
+                  [helper.make_tensor_value_info("X", TensorProto.FLOAT, [2, 3])],
+                  [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [2, 3])])
+
+
+def log_model() -> onnx.ModelProto:
+    return unary("Log")
+
+
+def reciprocal_model() -> onnx.ModelProto:
+    return unary("Reciprocal")

@@ -2,18 +2,26 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import click
 
 from cmpx.cli.argv import expand_multi_values, is_number
+from cmpx.argtypes import CHECK_STATS
 from cmpx.cli.grouped_help import GroupedCommand, GroupedOption
 from cmpx.plugins import PluginSet, PluginSettings
 
+def _per_output_number(word: str) -> bool:
+    return ":" in word or is_number(word)
+
+
 # Options that take several space-separated values after one flag, and which words they accept.
 MULTI_VALUE = {
-    "--atol": lambda w: ":" in w or is_number(w),
-    "--rtol": lambda w: ":" in w or is_number(w),
+    "--atol": _per_output_number,
+    "--rtol": _per_output_number,
+    "--error-quantile": _per_output_number,
+    "--check-error-stat": lambda w: ":" in w or w in CHECK_STATS,
     "--input-shapes": lambda w: ":" in w and "[" in w,
     "--val-range": lambda w: "[" in w,
 }
@@ -38,8 +46,12 @@ Example:
 
 
 class RunCommand(GroupedCommand):
+    def __init__(self, *args: Any, multi_value: dict[str, Any], **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.multi_value = multi_value
+
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        return super().parse_args(ctx, expand_multi_values(args, MULTI_VALUE))
+        return super().parse_args(ctx, expand_multi_values(args, self.multi_value))
 
 
 def build_run_command(plugins: PluginSet) -> click.Command:
@@ -66,6 +78,19 @@ def build_run_command(plugins: PluginSet) -> click.Command:
         GroupedOption(["--rtol"], multiple=True, metavar="[NAME:]VALUE", group=COMPARISON,
                       help="relative tolerance, same forms as --atol [default: 1e-5]. An element fails only "
                            "if it exceeds both tolerances"),
+        GroupedOption(["--check-error-stat"], multiple=True, metavar="[NAME:]STAT", group=COMPARISON,
+                      help=f"statistic the tolerances apply to: {', '.join(CHECK_STATS)} [default: elemwise]"),
+        GroupedOption(["--error-quantile"], multiple=True, metavar="[NAME:]Q", group=COMPARISON,
+                      help="quantile for --check-error-stat quantile [default: 0.99]"),
+        GroupedOption(["--compare"], multiple=True, metavar="METRIC", group=COMPARISON,
+                      help=f"metrics that must all pass [default: simple; available: "
+                           f"{', '.join(plugins.metrics.names())}]"),
+        GroupedOption(["--nan-equal"], is_flag=True, group=COMPARISON, help="NaN in both outputs counts as equal"),
+        GroupedOption(["--infinities-compare-equal"], is_flag=True, group=COMPARISON,
+                      help="equal infinities count as equal"),
+        GroupedOption(["--validate"], is_flag=True, group=COMPARISON,
+                      help="fail if any backend's output holds NaN or Inf"),
+        GroupedOption(["--fail-fast"], is_flag=True, group=COMPARISON, help="stop at the first mismatching output"),
         GroupedOption(["--timeout"], type=float, default=600.0, show_default=True, metavar="SECONDS",
                       group=EXECUTION, help="limit for each backend's load and each inference"),
         GroupedOption(["-p", "--plugin", "plugin_args"], multiple=True, metavar="MODULE", group=EXECUTION,
@@ -73,6 +98,15 @@ def build_run_command(plugins: PluginSet) -> click.Command:
                            "-p no:NAME blocks plugin NAME"),
         GroupedOption(["--debug"], is_flag=True, group=EXECUTION, help="show tracebacks"),
     ]
+    multi_value = dict(MULTI_VALUE, **{"--compare": lambda w: w in plugins.metrics})
+    for metric in plugins.metrics:
+        if getattr(metric.metric, "threshold", None) is None:
+            continue
+        flags = [f"--{name}-threshold" for name in (metric.name, *getattr(metric.metric, "aliases", ()))]
+        multi_value.update(dict.fromkeys(flags, _per_output_number))
+        params.append(GroupedOption(
+            [*flags, f"threshold_{metric.name.replace('-', '_')}"], multiple=True, metavar="[NAME:]VALUE",
+            group=COMPARISON, help=f"threshold of --compare {metric.name} [default: {metric.metric.threshold:g}]"))
     for spec in plugins.backends:
         for option in spec.options:
             params.append(GroupedOption(
@@ -83,7 +117,7 @@ def build_run_command(plugins: PluginSet) -> click.Command:
     def callback(**values: Any) -> int:
         return _run(plugins, values)
 
-    return RunCommand("run", params=params, callback=callback, help=RUN_HELP,
+    return RunCommand("run", params=params, callback=callback, help=RUN_HELP, multi_value=multi_value,
                       short_help="Run a model on several backends and compare the outputs.")
 
 
@@ -91,18 +125,24 @@ def _run(plugins: PluginSet, values: dict[str, Any]) -> int:
     from cmpx.planning import RunRequest, build_plan
 
     settings: PluginSettings = click.get_current_context().find_root().obj["settings"]
-    known = {"model", "backends", "reference", "seed", "iterations", "input_shapes", "val_range", "data_loader",
-             "atol", "rtol", "timeout", "plugin_args", "debug"}
+    thresholds = {metric.name: values.pop(f"threshold_{metric.name.replace('-', '_')}")
+                  for metric in plugins.metrics if f"threshold_{metric.name.replace('-', '_')}" in values}
     request = RunRequest(
-        model=values["model"], backends=values["backends"], reference=values["reference"], seed=values["seed"],
-        iterations=values["iterations"], input_shapes=values["input_shapes"], val_ranges=values["val_range"],
-        data_loader=values["data_loader"], atol=values["atol"], rtol=values["rtol"], timeout=values["timeout"],
-        backend_options={k: v for k, v in values.items() if k not in known})
+        model=values.pop("model"), backends=values.pop("backends"), reference=values.pop("reference"),
+        seed=values.pop("seed"), iterations=values.pop("iterations"), input_shapes=values.pop("input_shapes"),
+        val_ranges=values.pop("val_range"), data_loader=values.pop("data_loader"), atol=values.pop("atol"),
+        rtol=values.pop("rtol"), check_error_stat=values.pop("check_error_stat"),
+        error_quantile=values.pop("error_quantile"), compare=values.pop("compare"), thresholds=thresholds,
+        nan_equal=values.pop("nan_equal"), infinities_compare_equal=values.pop("infinities_compare_equal"),
+        validate=values.pop("validate"), fail_fast=values.pop("fail_fast"), timeout=values.pop("timeout"))
+    debug = values.pop("debug")
+    values.pop("plugin_args")
+    request = dataclasses.replace(request, backend_options=values)  # what is left are the backends' own options
     plan, feeds = build_plan(request, plugins, settings, warn=lambda m: click.echo(f"warning: {m}", err=True))
     from cmpx.execution import execute  # numpy and the workers' machinery load only once the run is valid
     from cmpx.report import TextReporter, exit_code
 
-    reporter = TextReporter(click.echo, debug=values["debug"])
+    reporter = TextReporter(click.echo, debug=debug)
     reporter.started(plan.model.path, [backend.name for backend in plan.backends], request.iterations)
     result = execute(plan, feeds, reporter)
     reporter.summary(result)

@@ -1,0 +1,132 @@
+"""Exact quantiles and largest elements of non-negative float arrays in two streaming passes.
+
+For floats >= 0 (and NaN), the integer value of the bit pattern grows with the float value, so counting
+elements per top-16-bit prefix (65,536 bins) locates the bin holding any rank. A second pass gathers only the
+elements of the few bins that hold the wanted ranks and selects within them. This is exact, O(n), and needs
+memory for one chunk plus the gathered bins, instead of the full copy and sort that numpy.quantile makes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+BINS = 1 << 16
+
+
+def bit_patterns(values: np.ndarray) -> np.ndarray:
+    """The unsigned-integer view of a float32 or float64 array (orders like the floats for x >= 0, NaN last)."""
+    return values.view(np.uint32 if values.dtype.itemsize == 4 else np.uint64)
+
+
+def bin_keys(values: np.ndarray) -> np.ndarray:
+    bits = bit_patterns(values)
+    return (bits >> (16 if bits.dtype.itemsize == 4 else 48)).astype(np.intp, copy=False)
+
+
+def count_bins(values: np.ndarray, counts: np.ndarray) -> None:
+    """Add the elements of ``values`` to ``counts`` (an int64 array of BINS entries)."""
+    counts += np.bincount(bin_keys(values), minlength=BINS)
+
+
+def quantile_ranks(n: int, q: float) -> tuple[int, int, float]:
+    """numpy's default ('linear') quantile: the two ranks around q * (n - 1) and the weight of the upper one."""
+    position = q * (n - 1)
+    lower = min(int(math.floor(position)), n - 1)
+    return lower, min(lower + 1, n - 1), position - lower
+
+
+def lerp(low: float, high: float, t: float) -> float:
+    """numpy's interpolation between neighbouring order statistics (numerically the same formula), except
+    that equal neighbours give their value (numpy turns two infinities into NaN)."""
+    if low == high:
+        return low
+    diff = high - low
+    return high - diff * (1 - t) if t >= 0.5 else low + diff * t
+
+
+class RankSelector:
+    """Finds the values at given ranks: ``plan`` after pass 1 (with the bin counts), ``gather`` per chunk in
+    pass 2, then ``values``."""
+
+    def __init__(self, counts: np.ndarray, ranks: Iterable[int]):
+        self._cumulative = np.cumsum(counts)
+        self._ranks = sorted(set(ranks))
+        self._bins = {rank: int(np.searchsorted(self._cumulative, rank, side="right")) for rank in self._ranks}
+        self._wanted = np.zeros(BINS, bool)
+        self._wanted[list(self._bins.values())] = True
+        self._gathered: list[tuple[np.ndarray, np.ndarray]] = []
+
+    def gather(self, values: np.ndarray) -> None:
+        keys = bin_keys(values)
+        selected = self._wanted[keys]
+        if selected.any():
+            self._gathered.append((values[selected], keys[selected]))
+
+    def values(self) -> dict[int, float]:
+        if not self._ranks:
+            return {}
+        values = np.concatenate([v for v, _ in self._gathered])
+        keys = np.concatenate([k for _, k in self._gathered])
+        self._gathered.clear()
+        found: dict[int, float] = {}
+        for bin_index in sorted(set(self._bins.values())):
+            in_bin = values[keys == bin_index]
+            before = int(self._cumulative[bin_index - 1]) if bin_index else 0
+            ranks = [r for r, b in self._bins.items() if b == bin_index]
+            offsets = [r - before for r in ranks]
+            in_bin.partition(offsets)
+            for rank, offset in zip(ranks, offsets):
+                found[rank] = float(in_bin[offset])
+        return found
+
+
+class TopK:
+    """The k largest elements (NaN first) with their flat indices, kept across chunks."""
+
+    def __init__(self, k: int):
+        self.k = k
+        self._bits = np.empty(0, np.uint64)
+        self._indices = np.empty(0, np.int64)
+
+    def add(self, values: np.ndarray, offset: int) -> None:
+        bits = bit_patterns(values)
+        if len(bits) > self.k:
+            keep = np.argpartition(bits, len(bits) - self.k)[-self.k:]
+        else:
+            keep = np.arange(len(bits))
+        merged_bits = np.concatenate([self._bits, bits[keep].astype(np.uint64)])
+        merged_indices = np.concatenate([self._indices, keep.astype(np.int64) + offset])
+        order = np.argsort(merged_bits, kind="stable")[::-1][: self.k]
+        self._bits, self._indices = merged_bits[order], merged_indices[order]
+
+    def indices(self) -> Sequence[int]:
+        return [int(i) for i in self._indices]
+
+
+def exponent_histogram(counts: np.ndarray, float_bits: int, zeros: int,
+                       max_bins: int = 8) -> list[tuple[float, float, int]]:
+    """A log-scale histogram from the bin counts: (low, high, count) rows; the ``zeros`` exact zeros get their
+    own row (0, 0), infinities and NaN one row (inf, nan)."""
+    mantissa_bits = 7 if float_bits == 32 else 4  # of the 16 top bits, after the sign and exponent
+    bias = 127 if float_bits == 32 else 1023
+    exponent_count = 256 if float_bits == 32 else 2048
+    per_exponent = counts.reshape(-1, 1 << mantissa_bits).sum(axis=1)[:exponent_count]
+    rows = []
+    if zeros:
+        rows.append((0.0, 0.0, zeros))
+    per_exponent = per_exponent.copy()
+    per_exponent[0] -= zeros  # subnormals stay in exponent 0
+    special = int(per_exponent[-1])
+    occupied = np.flatnonzero(per_exponent[:-1])
+    if len(occupied):
+        first, last = int(occupied[0]), int(occupied[-1])
+        width = max(1, math.ceil((last - first + 1) / max_bins))
+        for start in range(first, last + 1, width):
+            stop = min(start + width, last + 1)
+            rows.append((2.0 ** (start - bias), 2.0 ** (stop - bias), int(per_exponent[start:stop].sum())))
+    if special:
+        rows.append((math.inf, math.nan, special))
+    return rows

@@ -1,0 +1,103 @@
+"""Turn error statistics into the verdict and report lines of a tolerance check (elemwise/max/mean/median/
+quantile), with Polygraphy's rule: a statistic fails if it is NaN or above its tolerance, and the output fails
+only if the absolute AND the relative statistic fail."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from cmpx.compare import MetricResult, OutputSettings
+from cmpx_comparators.errors import ErrorStats, Summary
+
+HISTOGRAM_WIDTH = 30
+
+
+def stat_fails(value: float, tolerance: float) -> bool:
+    return math.isnan(value) or value > tolerance
+
+
+def tolerance_result(name: str, stat: str, stats: ErrorStats, s: OutputSettings) -> MetricResult:
+    label = f"quantile {s.quantile:g}" if stat == "quantile" else stat
+    if stat == "elemwise":
+        passed = stats.mismatches == 0
+        abs_value, rel_value = stats.abs.max, stats.rel.max
+        needed = f"atol {abs_value:.3g} or rtol {rel_value:.3g}"
+        if not passed:  # what raising just one of the two given tolerances would take
+            needed += (f"; at rtol {s.rtol:g}, atol {stats.min_atol:.3g} suffices; at atol {s.atol:g}, "
+                       f"rtol {stats.min_rtol:.3g} suffices")
+        required = {"atol": abs_value, "rtol": rel_value, "atol_at_rtol": stats.min_atol,
+                    "rtol_at_atol": stats.min_rtol}
+    else:
+        abs_value, rel_value = stats.abs.statistic(stat, s.quantile), stats.rel.statistic(stat, s.quantile)
+        passed = not (stat_fails(abs_value, s.atol) and stat_fails(rel_value, s.rtol))
+        needed = f"atol {abs_value:.3g} or rtol {rel_value:.3g}"
+        required = {"atol": abs_value, "rtol": rel_value}
+    summary = (f"max abs {stats.abs.max:.3g} at {_index(stats, stats.abs)}, "
+               f"max rel {stats.rel.max:.3g} at {_index(stats, stats.rel)}")
+    if stats.mismatches:
+        summary += f", {stats.mismatches}/{stats.size} elements beyond both tolerances"
+    summary += f"; min tolerance: {needed}" if stats.size else " (empty)"
+    if stats.plan.note:
+        summary += f"; {stats.plan.note}"
+    details = [f"abs error: {_describe(stats.abs)}", f"rel error: {_describe(stats.rel)}"] if stats.size else []
+    if not passed:
+        details += _histogram_lines("abs error histogram", stats.abs)
+        details += _worst_lines(stats)
+    return MetricResult(name, passed, summary=summary, criterion=f"{label}: atol {s.atol:g}, rtol {s.rtol:g}",
+                        details=details, data={
+                            "check": stat, "atol": s.atol, "rtol": s.rtol,
+                            "quantile": s.quantile if stat == "quantile" else None,
+                            "mismatches": stats.mismatches, "size": stats.size, "min_tolerance": required,
+                            "abs": _summary_data(stats, stats.abs), "rel": _summary_data(stats, stats.rel)})
+
+
+def _index(stats: ErrorStats, summary: Summary) -> str:
+    if summary.max_index < 0:
+        return "-"
+    return str(tuple(int(i) for i in np.unravel_index(summary.max_index, stats.shape))) if stats.shape else "()"
+
+
+def _describe(summary: Summary) -> str:
+    q = summary.quantiles
+    text = (f"mean {summary.mean:.3g}, std {summary.std:.3g}, min {summary.min:.3g}, median {summary.median:.3g}, "
+            f"p90 {q.get(0.9, math.nan):.3g}, p95 {q.get(0.95, math.nan):.3g}, p99 {q.get(0.99, math.nan):.3g}, "
+            f"max {summary.max:.3g}")
+    if summary.nan_count:
+        text += f" ({summary.nan_count} NaN)"
+    return text
+
+
+def _summary_data(stats: ErrorStats, summary: Summary) -> dict:
+    return {"mean": summary.mean, "std": summary.std, "min": summary.min, "max": summary.max,
+            "max_index": [int(i) for i in np.unravel_index(summary.max_index, stats.shape)]
+            if summary.max_index >= 0 and stats.shape else [],
+            "median": summary.median, "nan_count": summary.nan_count,
+            "quantiles": {f"{q:g}": v for q, v in summary.quantiles.items()}}
+
+
+def _histogram_lines(title: str, summary: Summary) -> list[str]:
+    rows = summary.histogram
+    if not rows:
+        return []
+    peak = max(count for _, _, count in rows)
+    lines = [f"{title}:"]
+    for low, high, count in rows:
+        if low == 0 and high == 0:
+            label = "0"
+        elif math.isinf(low):
+            label = "inf/NaN"
+        else:
+            label = f"[{low:.1e}, {high:.1e})"
+        lines.append(f"  {label:>20} {count:>10} {'#' * max(1, round(HISTOGRAM_WIDTH * count / peak))}")
+    return lines
+
+
+def _worst_lines(stats: ErrorStats) -> list[str]:
+    if not stats.worst:
+        return []
+    lines = ["largest abs errors (index: actual vs reference, abs, rel):"]
+    for w in stats.worst:
+        lines.append(f"  {w.index}: {w.actual:.7g} vs {w.reference:.7g}, abs {w.absdiff:.3g}, rel {w.reldiff:.3g}")
+    return lines

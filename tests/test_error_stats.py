@@ -1,0 +1,169 @@
+"""The streaming error statistics against plain numpy, on every dtype family and across chunk boundaries."""
+
+import math
+
+import ml_dtypes
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from cmpx_comparators import errors
+from cmpx_comparators.diffs import EPSILON
+from cmpx_comparators.errors import error_stats
+
+QUANTILES = (0.5, 0.9, 0.95, 0.99, 0.25, 0.0, 1.0)
+
+
+@pytest.fixture(autouse=True)
+def tiny_chunks(monkeypatch):
+    monkeypatch.setattr(errors, "CHUNK_ELEMENTS", 7)  # every test crosses chunk boundaries
+
+
+def plain_errors(a, b, nan_equal=False, inf_equal=False):
+    """The errors as one would write them by hand, in float64."""
+    with np.errstate(all="ignore"):
+        if a.dtype.kind in "iu" and b.dtype.kind in "iu":
+            absdiff = np.array([abs(int(x) - int(y)) for x, y in zip(a.ravel(), b.ravel())], np.float64)
+        else:
+            a64, b64 = a.astype(np.float64).ravel(), b.astype(np.float64).ravel()
+            absdiff = np.abs(a64 - b64)
+            same = np.zeros(absdiff.shape, bool)
+            if nan_equal:
+                same |= np.isnan(a64) & np.isnan(b64)
+            if inf_equal:
+                same |= np.isinf(a64) & (a64 == b64)
+            absdiff[same] = 0
+        denominator = np.abs(b.astype(np.float64).ravel())
+        denominator[denominator == 0] = EPSILON
+        reldiff = absdiff / denominator
+        if not (a.dtype.kind in "iu" and b.dtype.kind in "iu") and (nan_equal or inf_equal):
+            reldiff[same] = 0
+    return absdiff, reldiff
+
+
+def assert_close(ours, expected, rtol):
+    if math.isnan(expected):
+        assert math.isnan(ours)
+    else:
+        assert ours == pytest.approx(expected, rel=rtol, abs=1e-300)
+
+
+def plain_quantile(values, q):
+    """numpy's linear quantile, with equal neighbours giving their value (numpy makes NaN of inf and inf)."""
+    if np.isnan(values).any():
+        return math.nan
+    ordered = np.sort(values)
+    position = q * (len(ordered) - 1)
+    low = int(math.floor(position))
+    high = min(low + 1, len(ordered) - 1)
+    if ordered[low] == ordered[high]:
+        return float(ordered[low])
+    return float(np.quantile(values, q))
+
+
+def check_summary(summary, values, rtol):
+    assert summary.count == values.size
+    assert summary.nan_count == np.count_nonzero(np.isnan(values))
+    assert_close(summary.max, np.max(values), rtol)
+    assert summary.max_index == int(np.argmax(values))
+    assert_close(summary.min, np.min(values), rtol)
+    with np.errstate(all="ignore"):
+        assert_close(summary.mean, np.mean(values), 1e-9)
+        expected_std = np.std(values)
+        scale = float(np.max(np.abs(values))) if np.isfinite(values).all() else 0.0
+        if math.isfinite(expected_std):
+            assert summary.std == pytest.approx(expected_std, rel=1e-6, abs=1e-12 * scale + 1e-300)
+        else:
+            assert_close(summary.std, expected_std, 1e-6)
+    for q in QUANTILES:
+        assert_close(summary.quantiles[q], plain_quantile(values, q), rtol)
+
+
+special = st.sampled_from([np.nan, np.inf, -np.inf, 0.0, -0.0])
+float_values = st.one_of(st.floats(-1e30, 1e30), special)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from([np.float64, np.float32, np.float16]), st.integers(1, 40), st.data(),
+       st.booleans(), st.booleans())
+def test_float_statistics_match_numpy(dtype, size, data, nan_equal, inf_equal):
+    elements = float_values if dtype != np.float16 else st.one_of(st.floats(-6e4, 6e4, width=16), special)
+    a = data.draw(hnp.arrays(dtype, size, elements=elements))
+    b = data.draw(hnp.arrays(dtype, size, elements=elements))
+    atol, rtol = data.draw(st.floats(0, 10)), data.draw(st.floats(0, 10))
+    stats = error_stats(a, b, atol=atol, rtol=rtol, quantiles=QUANTILES, nan_equal=nan_equal, inf_equal=inf_equal)
+    absdiff, reldiff = plain_errors(a.astype(np.float32) if dtype == np.float16 else a,
+                                    b.astype(np.float32) if dtype == np.float16 else b, nan_equal, inf_equal)
+    if dtype != np.float64:  # computed in float32: compare against float32 rounding of the same formula
+        absdiff, reldiff = absdiff.astype(np.float32).astype(np.float64), reldiff.astype(np.float32).astype(np.float64)
+    tolerance = 1e-5 if dtype != np.float64 else 1e-12
+    check_summary(stats.abs, absdiff, tolerance)
+    check_summary(stats.rel, reldiff, tolerance)
+    with np.errstate(invalid="ignore"):
+        abs_fails = (absdiff > atol) | np.isnan(absdiff)
+        rel_fails = (reldiff > rtol) | np.isnan(reldiff)
+    assert stats.mismatches == np.count_nonzero(abs_fails & rel_fails)
+    assert_close(stats.min_atol, float(np.max(absdiff, where=rel_fails, initial=0.0)), tolerance)
+    assert_close(stats.min_rtol, float(np.max(reldiff, where=abs_fails, initial=0.0)), tolerance)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.sampled_from([np.int8, np.uint8, np.int32, np.int64, np.uint64]), st.integers(1, 30), st.data())
+def test_integer_errors_are_exact_even_at_the_extremes(dtype, size, data):
+    info = np.iinfo(dtype)
+    elements = st.one_of(st.integers(int(info.min), int(info.max)), st.sampled_from([int(info.min), int(info.max)]))
+    a = data.draw(hnp.arrays(dtype, size, elements=elements))
+    b = data.draw(hnp.arrays(dtype, size, elements=elements))
+    stats = error_stats(a, b, atol=0, rtol=0, quantiles=QUANTILES)
+    absdiff, reldiff = plain_errors(a, b)
+    check_summary(stats.abs, absdiff, 1e-15)
+    check_summary(stats.rel, reldiff, 1e-12)
+    assert stats.mismatches == np.count_nonzero(absdiff > 0)
+
+
+def test_int64_extremes_do_not_wrap():
+    a = np.array([np.iinfo(np.int64).max], np.int64)
+    b = np.array([np.iinfo(np.int64).min], np.int64)
+    assert error_stats(a, b, atol=0, rtol=0).abs.max == float(2**64 - 1)
+
+
+def test_bool_differs_by_inequality():
+    stats = error_stats(np.array([True, False, True]), np.array([True, True, False]), atol=0.5, rtol=0)
+    assert stats.mismatches == 2 and stats.abs.max == 1.0
+
+
+def test_bfloat16_and_mixed_dtypes_are_promoted_and_reported():
+    a = np.array([1.0, 2.0, 3.0], ml_dtypes.bfloat16)
+    b = np.array([1.0, 2.0, 3.5], np.float32)
+    stats = error_stats(a, b, atol=0, rtol=0)
+    assert stats.plan.work == np.float32 and stats.abs.max == 0.5
+    assert stats.plan.note == "dtypes differ: bfloat16 vs reference float32 (compared as float32)"
+    assert error_stats(np.arange(3, dtype=np.int32), np.arange(3.0), atol=0, rtol=0).plan.work == np.float64
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int64, np.bool_])
+def test_empty_tensors_have_zero_statistics(dtype):
+    stats = error_stats(np.zeros((0, 3), dtype), np.zeros((0, 3), dtype), atol=0, rtol=0, quantiles=(0.99,))
+    assert stats.size == 0 and stats.mismatches == 0 and stats.abs.statistic("quantile", 0.99) == 0.0
+    assert stats.abs.statistic("mean") == 0.0 and stats.worst == []
+
+
+def test_worst_elements_are_the_largest_errors_with_their_values():
+    a = np.zeros((4, 5), np.float32)
+    b = np.zeros((4, 5), np.float32)
+    a[1, 2], a[3, 4], a[0, 0] = 5, -7, np.nan
+    stats = error_stats(a, b, atol=0, rtol=0)
+    assert [w.index for w in stats.worst[:3]] == [(0, 0), (3, 4), (1, 2)]
+    assert stats.worst[1].actual == -7 and stats.worst[1].reference == 0 and stats.worst[1].absdiff == 7
+
+
+def test_quantiles_stay_exact_when_one_bin_holds_most_elements(monkeypatch):
+    monkeypatch.setattr(errors, "CHUNK_ELEMENTS", 1000)
+    rng = np.random.default_rng(0)
+    a = (1.0 + rng.random(100_000) * 1e-6).astype(np.float64)  # nearly all errors share a top-bits bin
+    b = np.zeros_like(a)
+    stats = error_stats(a, b, atol=0, rtol=0, quantiles=(0.3, 0.77))
+    for q in (0.3, 0.5, 0.77, 0.99):
+        assert stats.abs.quantiles[q] == float(np.quantile(a, q))
