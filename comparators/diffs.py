@@ -45,6 +45,38 @@ def _promoted(note: str, how: str) -> str:
     return f"{note} (compared as {how})" if note else ""
 
 
+class DiffComputer:
+    """Computes (absdiff, reldiff) chunk after chunk into buffers it reuses, so the hot loop allocates nothing
+    on the common float path (fresh multi-megabyte temporaries per chunk cost page faults that can cost more
+    than the arithmetic). The arrays returned are overwritten by the next call."""
+
+    def __init__(self, plan: DiffPlan, chunk_elements: int, nan_equal: bool = False, inf_equal: bool = False):
+        self.plan = plan
+        self.nan_equal = nan_equal
+        self.inf_equal = inf_equal
+        if plan.kind == "float":
+            self._buffers = [np.empty(chunk_elements, plan.work) for _ in range(4)]
+
+    def compute(self, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if self.plan.kind != "float" or self.nan_equal or self.inf_equal:
+            return chunk_diffs(self.plan, a, b, self.nan_equal, self.inf_equal)
+        n = a.size
+        absdiff, reldiff, a_work, b_work = (buffer[:n] for buffer in self._buffers)
+        if a.dtype != self.plan.work:  # e.g. float16: convert before subtracting, never subtract in float16
+            np.copyto(a_work, a, casting="unsafe")
+            a = a_work
+        if b.dtype != self.plan.work:
+            np.copyto(b_work, b, casting="unsafe")
+            b = b_work
+        with np.errstate(all="ignore"):
+            np.subtract(a, b, out=absdiff)
+            np.abs(absdiff, out=absdiff)
+            np.abs(b, out=reldiff)
+            reldiff[reldiff == 0] = EPSILON
+            np.divide(absdiff, reldiff, out=reldiff)
+        return absdiff, reldiff
+
+
 def chunk_diffs(plan: DiffPlan, a: np.ndarray, b: np.ndarray, nan_equal: bool,
                 inf_equal: bool) -> tuple[np.ndarray, np.ndarray]:
     """(absdiff, reldiff) of two flat chunks, both in ``plan.work``."""

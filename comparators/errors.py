@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from cmpx_comparators.diffs import DiffPlan, chunk_diffs, plan_diff
-from cmpx_comparators.order_stats import BINS, RankSelector, TopK, count_bins, exponent_histogram, lerp, \
-    quantile_ranks
+from cmpx_comparators.diffs import DiffComputer, DiffPlan, chunk_diffs, plan_diff
+from cmpx_comparators.order_stats import BINS, RankSelector, TopK, bin_keys, count_bins, exponent_histogram, \
+    lerp, quantile_ranks
 
-CHUNK_ELEMENTS = 1 << 19
+CHUNK_ELEMENTS = 1 << 17  # small enough to stay in cache, large enough to amortise the per-call overhead
 REPORTED_QUANTILES = (0.5, 0.9, 0.95, 0.99)
 WORST_ELEMENTS = 5
 
@@ -30,7 +30,6 @@ class Summary:
 
     count: int = 0
     nan_count: int = 0
-    zeros: int = 0
     min: float = math.nan
     max: float = math.nan
     max_index: int = -1
@@ -70,9 +69,9 @@ class ErrorStats:
     abs: Summary
     rel: Summary
     mismatches: int  # elements failing the element-wise rule at (atol, rtol)
-    min_atol: float  # smallest atol that passes element-wise at this rtol
-    min_rtol: float  # smallest rtol that passes element-wise at this atol
     worst: list[WorstElement]
+    min_atol: float = 0.0  # smallest atol that passes element-wise at this rtol (computed when mismatches)
+    min_rtol: float = 0.0  # smallest rtol that passes element-wise at this atol (computed when mismatches)
 
     @property
     def size(self) -> int:
@@ -80,20 +79,23 @@ class ErrorStats:
 
 
 class _Accumulator:
-    def __init__(self) -> None:
+    def __init__(self, chunk_elements: int) -> None:
         self.summary = Summary()
         self.counts = np.zeros(BINS, np.int64)
+        self._centered = np.empty(chunk_elements, np.float64)
+        self._keys = np.empty(chunk_elements, np.uint32)
         self._total = 0.0
         self._mean = 0.0
         self._m2 = 0.0
 
-    def add(self, values: np.ndarray, offset: int) -> None:
+    def add(self, values: np.ndarray, offset: int) -> np.ndarray:
+        """Account for one chunk; return its bin keys (pass 2 needs them again)."""
         s = self.summary
         n = values.size
-        s.nan_count += int(np.count_nonzero(np.isnan(values)))
-        s.zeros += int(np.count_nonzero(values == 0))
         index = int(values.argmax())  # the first NaN if any
         peak = float(values[index])
+        if math.isnan(peak):
+            s.nan_count += int(np.count_nonzero(np.isnan(values)))
         if s.max_index < 0 or math.isnan(peak) and not math.isnan(s.max) or peak > s.max:
             s.max, s.max_index = peak, offset + index
         low = float(values.min())
@@ -102,14 +104,16 @@ class _Accumulator:
         self._total += total
         chunk_mean = total / n
         with np.errstate(all="ignore"):  # inf - inf is NaN here as in numpy.std
-            centered = np.subtract(values, chunk_mean, dtype=np.float64)  # centred: x**2 sums overflow less
+            centered = np.subtract(values, chunk_mean, out=self._centered[:n], dtype=np.float64)
             chunk_m2 = float(np.dot(centered, centered))
         merged = s.count + n  # Chan et al.: merge the chunk's mean and M2 into the running ones
         delta = chunk_mean - self._mean
         self._m2 += chunk_m2 + delta * delta * s.count * n / merged if s.count else chunk_m2
         self._mean += delta * n / merged
         s.count = merged
-        count_bins(values, self.counts)
+        keys = bin_keys(values, self._keys[:n])
+        count_bins(keys, self.counts)
+        return keys
 
     def finish_pass1(self) -> None:
         s = self.summary
@@ -135,26 +139,37 @@ def error_stats(actual: np.ndarray, reference: np.ndarray, *, atol: float, rtol:
     if actual.shape != reference.shape:
         raise ValueError(f"shape mismatch: {list(actual.shape)} vs reference {list(reference.shape)}")
     plan = plan_diff(actual.dtype, reference.dtype)
-    abs_acc, rel_acc = _Accumulator(), _Accumulator()
-    mismatches, min_atol, min_rtol = 0, 0.0, 0.0
+    chunk = min(CHUNK_ELEMENTS, max(actual.size, 1))
+    diffs = DiffComputer(plan, chunk, nan_equal, inf_equal)
+    abs_acc, rel_acc = _Accumulator(chunk), _Accumulator(chunk)
+    masks = np.empty((3, chunk), bool)
+    mismatches = 0
     for offset, a, b in _chunks(actual, reference):
-        absdiff, reldiff = chunk_diffs(plan, a, b, nan_equal, inf_equal)
+        absdiff, reldiff = diffs.compute(a, b)
         abs_acc.add(absdiff, offset)
         rel_acc.add(reldiff, offset)
-        with np.errstate(invalid="ignore"):
-            abs_fails = (absdiff > atol) | np.isnan(absdiff)
-            rel_fails = (reldiff > rtol) | np.isnan(reldiff)
-        mismatches += int(np.count_nonzero(abs_fails & rel_fails))
-        min_atol = _nan_max(min_atol, float(np.max(absdiff, where=rel_fails, initial=0.0)))
-        min_rtol = _nan_max(min_rtol, float(np.max(reldiff, where=abs_fails, initial=0.0)))
+        abs_fails = _fails(absdiff, atol, masks[0], masks[2])
+        rel_fails = _fails(reldiff, rtol, masks[1], masks[2])
+        mismatches += int(np.count_nonzero(np.logical_and(abs_fails, rel_fails, out=abs_fails)))
     for acc in (abs_acc, rel_acc):
         acc.finish_pass1()
     wanted = tuple(dict.fromkeys((*REPORTED_QUANTILES, *quantiles)))
-    worst = _pass2(actual, reference, plan, abs_acc, rel_acc, wanted, nan_equal, inf_equal)
+    stats = ErrorStats(actual.shape, plan, abs_acc.summary, rel_acc.summary, mismatches, [])
+    _pass2(actual, reference, stats, abs_acc, rel_acc, wanted, (atol, rtol), nan_equal, inf_equal)
     bits = 32 if plan.work.itemsize == 4 else 64
     for acc in (abs_acc, rel_acc):
-        acc.summary.histogram = exponent_histogram(acc.counts, bits, acc.summary.zeros)
-    return ErrorStats(actual.shape, plan, abs_acc.summary, rel_acc.summary, mismatches, min_atol, min_rtol, worst)
+        acc.summary.histogram = exponent_histogram(acc.counts, bits)
+    return stats
+
+
+def _fails(values: np.ndarray, tolerance: float, out: np.ndarray | None = None,
+           scratch: np.ndarray | None = None) -> np.ndarray:
+    """values > tolerance, or NaN (into ``out[:n]``, using ``scratch[:n]``, when given)."""
+    n = values.size
+    with np.errstate(invalid="ignore"):
+        mask = np.greater(values, tolerance, out=None if out is None else out[:n])
+    mask |= np.isnan(values, out=None if scratch is None else scratch[:n])
+    return mask
 
 
 def _nan_max(a: float, b: float) -> float:
@@ -162,13 +177,16 @@ def _nan_max(a: float, b: float) -> float:
     return math.nan if math.isnan(a) or math.isnan(b) else max(a, b)
 
 
-def _pass2(actual: np.ndarray, reference: np.ndarray, plan: DiffPlan, abs_acc: _Accumulator,
-           rel_acc: _Accumulator, wanted: tuple[float, ...], nan_equal: bool, inf_equal: bool) -> list[WorstElement]:
+def _pass2(actual: np.ndarray, reference: np.ndarray, stats: ErrorStats, abs_acc: _Accumulator,
+           rel_acc: _Accumulator, wanted: tuple[float, ...], tolerances: tuple[float, float], nan_equal: bool,
+           inf_equal: bool) -> None:
+    """Quantiles, worst elements and (when some element fails) the smallest passing tolerances."""
     n = abs_acc.summary.count
     if n == 0:
         for acc in (abs_acc, rel_acc):
             acc.summary.quantiles = {q: 0.0 for q in wanted}
-        return []
+        return
+    atol, rtol = tolerances
     selectors = []
     for acc in (abs_acc, rel_acc):
         s = acc.summary
@@ -178,13 +196,19 @@ def _pass2(actual: np.ndarray, reference: np.ndarray, plan: DiffPlan, abs_acc: _
         else:
             ranks = [r for q in wanted for r in quantile_ranks(n, q)[:2]]
             selectors.append(RankSelector(acc.counts, ranks))
-    top = TopK(min(WORST_ELEMENTS, n))
+    top = TopK(min(WORST_ELEMENTS, n), abs_acc.counts)
+    diffs = DiffComputer(stats.plan, min(CHUNK_ELEMENTS, n), nan_equal, inf_equal)
     for offset, a, b in _chunks(actual, reference):
-        absdiff, reldiff = chunk_diffs(plan, a, b, nan_equal, inf_equal)
-        top.add(absdiff, offset)
-        for selector, values in zip(selectors, (absdiff, reldiff)):
+        absdiff, reldiff = diffs.compute(a, b)
+        abs_keys = bin_keys(absdiff)
+        top.add(absdiff, abs_keys, offset)
+        for selector, values, keys in zip(selectors, (absdiff, reldiff), (abs_keys, None)):
             if selector is not None:
-                selector.gather(values)
+                selector.gather(values, keys if keys is not None else bin_keys(values))
+        if stats.mismatches:
+            abs_fails, rel_fails = _fails(absdiff, atol), _fails(reldiff, rtol)
+            stats.min_atol = _nan_max(stats.min_atol, float(np.where(rel_fails, absdiff, 0).max()))
+            stats.min_rtol = _nan_max(stats.min_rtol, float(np.where(abs_fails, reldiff, 0).max()))
     for selector, acc in zip(selectors, (abs_acc, rel_acc)):
         if selector is not None:
             found = selector.values()
@@ -192,7 +216,8 @@ def _pass2(actual: np.ndarray, reference: np.ndarray, plan: DiffPlan, abs_acc: _
             for q in wanted:
                 low, high, t = quantile_ranks(n, q)
                 acc.summary.quantiles[q] = lerp(found[low], found[high], t)
-    return [_worst_element(actual, reference, plan, index, nan_equal, inf_equal) for index in top.indices()]
+    stats.worst = [_worst_element(actual, reference, stats.plan, index, nan_equal, inf_equal)
+                   for index in top.indices()]
 
 
 def _worst_element(actual: np.ndarray, reference: np.ndarray, plan: DiffPlan, flat_index: int, nan_equal: bool,

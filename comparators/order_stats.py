@@ -21,14 +21,18 @@ def bit_patterns(values: np.ndarray) -> np.ndarray:
     return values.view(np.uint32 if values.dtype.itemsize == 4 else np.uint64)
 
 
-def bin_keys(values: np.ndarray) -> np.ndarray:
+def bin_keys(values: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """The top 16 bits of each element: its bin (uint32 for float32, which bincount takes without a copy;
+    ``out``, a uint32 buffer, is used for float32)."""
     bits = bit_patterns(values)
-    return (bits >> (16 if bits.dtype.itemsize == 4 else 48)).astype(np.intp, copy=False)
+    if bits.dtype.itemsize == 4:
+        return np.right_shift(bits, 16, out=out)
+    return (bits >> 48).astype(np.intp)
 
 
-def count_bins(values: np.ndarray, counts: np.ndarray) -> None:
-    """Add the elements of ``values`` to ``counts`` (an int64 array of BINS entries)."""
-    counts += np.bincount(bin_keys(values), minlength=BINS)
+def count_bins(keys: np.ndarray, counts: np.ndarray) -> None:
+    """Add the elements whose bins are ``keys`` to ``counts`` (an int64 array of BINS entries)."""
+    counts += np.bincount(keys, minlength=BINS)
 
 
 def quantile_ranks(n: int, q: float) -> tuple[int, int, float]:
@@ -59,8 +63,7 @@ class RankSelector:
         self._wanted[list(self._bins.values())] = True
         self._gathered: list[tuple[np.ndarray, np.ndarray]] = []
 
-    def gather(self, values: np.ndarray) -> None:
-        keys = bin_keys(values)
+    def gather(self, values: np.ndarray, keys: np.ndarray) -> None:
         selected = self._wanted[keys]
         if selected.any():
             self._gathered.append((values[selected], keys[selected]))
@@ -84,21 +87,26 @@ class RankSelector:
 
 
 class TopK:
-    """The k largest elements (NaN first) with their flat indices, kept across chunks."""
+    """The k largest elements (NaN first) with their flat indices. After pass 1 the bin counts say which bins
+    can hold them, so pass 2 only looks closely at the elements of those top bins."""
 
-    def __init__(self, k: int):
+    def __init__(self, k: int, counts: np.ndarray):
         self.k = k
+        from_top = np.cumsum(counts[::-1])
+        self.first_bin = BINS - 1 - int(np.searchsorted(from_top, k)) if k else BINS
         self._bits = np.empty(0, np.uint64)
         self._indices = np.empty(0, np.int64)
 
-    def add(self, values: np.ndarray, offset: int) -> None:
-        bits = bit_patterns(values)
+    def add(self, values: np.ndarray, keys: np.ndarray, offset: int) -> None:
+        candidates = np.flatnonzero(keys >= self.first_bin)
+        if not len(candidates):
+            return
+        bits = bit_patterns(values)[candidates]
         if len(bits) > self.k:
             keep = np.argpartition(bits, len(bits) - self.k)[-self.k:]
-        else:
-            keep = np.arange(len(bits))
-        merged_bits = np.concatenate([self._bits, bits[keep].astype(np.uint64)])
-        merged_indices = np.concatenate([self._indices, keep.astype(np.int64) + offset])
+            bits, candidates = bits[keep], candidates[keep]
+        merged_bits = np.concatenate([self._bits, bits.astype(np.uint64)])
+        merged_indices = np.concatenate([self._indices, candidates.astype(np.int64) + offset])
         order = np.argsort(merged_bits, kind="stable")[::-1][: self.k]
         self._bits, self._indices = merged_bits[order], merged_indices[order]
 
@@ -106,15 +114,15 @@ class TopK:
         return [int(i) for i in self._indices]
 
 
-def exponent_histogram(counts: np.ndarray, float_bits: int, zeros: int,
-                       max_bins: int = 8) -> list[tuple[float, float, int]]:
-    """A log-scale histogram from the bin counts: (low, high, count) rows; the ``zeros`` exact zeros get their
-    own row (0, 0), infinities and NaN one row (inf, nan)."""
+def exponent_histogram(counts: np.ndarray, float_bits: int, max_bins: int = 8) -> list[tuple[float, float, int]]:
+    """A log-scale histogram from the bin counts: (low, high, count) rows. The first bin (zero and the tiniest
+    subnormals) gets its own row (0, 0), infinities and NaN one row (inf, nan)."""
     mantissa_bits = 7 if float_bits == 32 else 4  # of the 16 top bits, after the sign and exponent
     bias = 127 if float_bits == 32 else 1023
     exponent_count = 256 if float_bits == 32 else 2048
     per_exponent = counts.reshape(-1, 1 << mantissa_bits).sum(axis=1)[:exponent_count]
     rows = []
+    zeros = int(counts[0])
     if zeros:
         rows.append((0.0, 0.0, zeros))
     per_exponent = per_exponent.copy()

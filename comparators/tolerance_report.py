@@ -85,7 +85,7 @@ def _histogram_lines(title: str, summary: Summary) -> list[str]:
     lines = [f"{title}:"]
     for low, high, count in rows:
         if low == 0 and high == 0:
-            label = "0"
+            label = "~0"  # zero, or below the smallest normal float
         elif math.isinf(low):
             label = "inf/NaN"
         else:

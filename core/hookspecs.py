@@ -51,7 +51,8 @@ def register_backends(registry: BackendRegistry) -> None:
 def register_data_loaders(registry: DataLoaderRegistry) -> None:
     """Register data loaders, which produce the input feeds for every iteration.
 
-    Call ``registry.add(name, factory, description=...)``. ``factory(**options)`` returns an object with a
+    Call ``registry.add(name, factory, description=...)``. ``factory(options)``, given a
+    :class:`cmpx.loaders.options.DataOptions` (seed, iterations, value ranges), returns an object with a
     ``feeds(inputs)`` method yielding one ``{input name: numpy array}`` dict per iteration, where
     ``inputs`` is a sequence of :class:`cmpx.model.TensorSpec` with concrete shapes. Loaders run in the
     coordinator, so ``feeds`` may import numpy but should not import inference frameworks.
@@ -65,9 +66,12 @@ def register_data_loaders(registry: DataLoaderRegistry) -> None:
 def register_metrics(registry: MetricRegistry) -> None:
     """Register comparison metrics.
 
-    Call ``registry.add(metric)`` where ``metric`` has a ``name`` attribute and a
-    ``compare(actual, reference, tolerance)`` method returning a :class:`cmpx.compare.MetricResult`.
-    Metrics run in the coordinator on numpy arrays (often views of shared memory: do not modify them).
+    Call ``registry.add(metric)`` where ``metric`` has a ``name`` attribute and a ``compare(context)`` method
+    returning a :class:`cmpx.compare.MetricResult`; ``context`` is a :class:`cmpx.compare.ComparisonContext`
+    (the output name, both arrays, the per-output settings, and a memo shared by the metrics of that output).
+    A metric with a numeric ``threshold`` attribute gets a ``--<name>-threshold`` option (per-output values
+    allowed) whose value reaches it as ``context.settings.thresholds[name]``. Metrics run in the coordinator,
+    once per output of each compared pair, on numpy arrays that are views of shared memory: never modify them.
 
     :param registry: the metric registry; it rejects invalid names and reports clashes.
     :returns: nothing; a return value (including ``None``) is ignored.

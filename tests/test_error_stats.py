@@ -105,6 +105,8 @@ def test_float_statistics_match_numpy(dtype, size, data, nan_equal, inf_equal):
         abs_fails = (absdiff > atol) | np.isnan(absdiff)
         rel_fails = (reldiff > rtol) | np.isnan(reldiff)
     assert stats.mismatches == np.count_nonzero(abs_fails & rel_fails)
+    if not stats.mismatches:
+        return  # the smallest passing tolerances are only worked out for failing outputs
     assert_close(stats.min_atol, float(np.max(absdiff, where=rel_fails, initial=0.0)), tolerance)
     assert_close(stats.min_rtol, float(np.max(reldiff, where=abs_fails, initial=0.0)), tolerance)
 
