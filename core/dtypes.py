@@ -29,6 +29,11 @@ def numpy_dtype(name: str) -> np.dtype:
         return np.dtype(getattr(ml_dtypes, name))
 
 
+def is_extension(dtype: np.dtype) -> bool:
+    """True for types numpy itself lacks (ml_dtypes' bfloat16, float8, int4...): .npy cannot describe them."""
+    return dtype.isbuiltin == 2
+
+
 def is_floating(dtype: np.dtype) -> bool:
     """True for IEEE floats and the ml_dtypes float types (bfloat16, float8...)."""
     return dtype.kind == "f" or (dtype.kind == "V" and dtype.name.startswith(("bfloat", "float")))

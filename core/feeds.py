@@ -1,8 +1,9 @@
-"""Check that a data loader's feeds are exactly what the model takes: names, dtypes and shapes."""
+"""Fit a data loader's feeds to the model: exact names, safe casts only, fitting shapes; and their digest."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import hashlib
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from cmpx.dtypes import numpy_dtype
@@ -10,8 +11,13 @@ from cmpx.errors import UsageError
 from cmpx.model import TensorSpec
 
 
-def check_feeds(feeds: Any, inputs: Sequence[TensorSpec], iteration: int, source: str) -> None:
-    """Raise a UsageError naming the input when ``feeds`` does not fit ``inputs`` exactly (no casts)."""
+def fit_feeds(feeds: Any, inputs: Sequence[TensorSpec], iteration: int, source: str,
+              warn: Callable[[str], None]) -> dict[str, Any]:
+    """Return ``feeds`` as the model takes them, or raise a UsageError naming the input.
+
+    Names must match exactly (no fuzzy matching); a dtype may differ only if numpy casts it safely to the
+    model's (then it is cast, and ``warn`` says so); shapes must fit the model's static dimensions.
+    """
     import numpy as np
 
     where = f"{source}, iteration {iteration}"
@@ -24,15 +30,33 @@ def check_feeds(feeds: Any, inputs: Sequence[TensorSpec], iteration: int, source
     missing = [name for name in expected if name not in feeds]
     if missing:
         raise UsageError(f"{where}: no data for input {missing[0]!r}")
+    fitted = {}
     for name, spec in expected.items():
         array = feeds[name]
         if not isinstance(array, np.ndarray):
             raise UsageError(f"{where}: input {name!r} is a {type(array).__name__}, not a numpy array")
         dtype = numpy_dtype(spec.dtype)
         if array.dtype != dtype:
-            raise UsageError(f"{where}: input {name!r} has dtype {array.dtype}, the model takes {dtype}; "
-                             "convert it in the data source (cmpx never casts silently)")
+            if not np.can_cast(array.dtype, dtype, casting="safe"):
+                raise UsageError(f"{where}: input {name!r} has dtype {array.dtype}, the model takes {dtype}, and "
+                                 f"{array.dtype} does not convert to it safely; convert it in the data source")
+            warn(f"{where}: input {name!r} converted from {array.dtype} to {dtype} (a safe cast)")
+            array = array.astype(dtype)
         if spec.shape is not None and (len(array.shape) != len(spec.shape) or any(
                 isinstance(d, int) and d != s for d, s in zip(spec.shape, array.shape))):
             raise UsageError(f"{where}: input {name!r} has shape {list(array.shape)}, which does not fit "
                              f"{spec.shape_text()}")
+        fitted[name] = array
+    return fitted
+
+
+def feeds_digest(feeds: Mapping[str, Any]) -> str:
+    """A digest of names, dtypes, shapes and bytes, to tell whether two runs were fed the same data."""
+    import numpy as np
+
+    digest = hashlib.blake2b(digest_size=16)
+    for name in sorted(feeds):
+        array = np.ascontiguousarray(feeds[name])
+        digest.update(f"{name}|{array.dtype.name}|{array.shape}|".encode())
+        digest.update(array.reshape(-1).view(np.uint8).data)
+    return "blake2b:" + digest.hexdigest()

@@ -14,7 +14,7 @@ from cmpx.registry import BackendSpec
 
 @dataclass(frozen=True)
 class BackendPlan:
-    """One backend instance of the run: its unique name, its descriptor and its option values."""
+    """One live backend instance of the run: its unique name, its descriptor and its option values."""
 
     name: str
     spec: BackendSpec
@@ -22,12 +22,30 @@ class BackendPlan:
 
 
 @dataclass(frozen=True)
+class SavedBackend:
+    """Saved outputs taking part as a backend (--load-outputs); ``source`` is a cmpx.saved.model.SavedSource."""
+
+    name: str
+    source: Any
+    path: str
+
+
+@dataclass(frozen=True)
 class RunPlan:
-    model: ModelInfo
-    inputs: Sequence[TensorSpec]  # with concrete shapes
+    model: ModelInfo | None  # None when only saved runs are compared
+    inputs: Sequence[TensorSpec]
     backends: Sequence[BackendPlan]
     reference: str | None
     comparison: ComparisonSettings
     timeout: float
     plugin_settings: PluginSettings
     validate: bool = False
+    saved_backends: Sequence[SavedBackend] = ()
+    save_inputs: str | None = None
+    save_outputs: str | None = None
+    iterations: int | None = None  # known in advance for synthetic data and saved-only comparisons
+
+    @property
+    def names(self) -> list[str]:
+        """Every backend of the run, live then saved: the order that decides the default pairs."""
+        return [b.name for b in self.backends] + [b.name for b in self.saved_backends]

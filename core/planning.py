@@ -3,20 +3,22 @@
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from cmpx.argtypes import PerOutput, check_names, check_stat, parse_input_shapes, parse_per_output, \
     parse_val_ranges, quantile, threshold, tolerance
 from cmpx.compare import SIMPLE, ComparisonSettings
 from cmpx.errors import PluginError, UsageError
-from cmpx.plan import BackendPlan, RunPlan
-from cmpx.feeds import check_feeds
+from cmpx.feeds import fit_feeds
 from cmpx.loaders.options import DataOptions
-from cmpx.model import read_model
+from cmpx.model import ModelInfo, TensorSpec, read_model
 from cmpx.pairing import check_reference, instance_names
+from cmpx.plan import BackendPlan, RunPlan, SavedBackend
 from cmpx.plugins import PluginSet, PluginSettings
+from cmpx.registry import BackendSpec
 from cmpx.shapes import resolve_input_shapes
 
 DEFAULT_TOLERANCE = 1e-5
@@ -28,14 +30,19 @@ MAX_SEED = 2**32 - 1
 class RunRequest:
     """The ``cmpx run`` arguments as typed by the user, before validation."""
 
-    model: str
+    model: str | None
     backends: Sequence[str]
     reference: str | None = None
     seed: int = 1
-    iterations: int = 1
+    iterations: int | None = None  # None: 1 for synthetic data, all the data otherwise
     input_shapes: Sequence[str] = ()
     val_ranges: Sequence[str] = ()
-    data_loader: str = "synthetic"
+    data_loader: str | None = None
+    data_loader_script: str | None = None
+    load_inputs: Sequence[str] = ()
+    load_outputs: Sequence[str] = ()
+    save_inputs: str | None = None
+    save_outputs: str | None = None
     atol: Sequence[str] = ()
     rtol: Sequence[str] = ()
     check_error_stat: Sequence[str] = ()
@@ -51,57 +58,122 @@ class RunRequest:
 
 
 def build_plan(request: RunRequest, plugins: PluginSet, settings: PluginSettings,
-               warn: Callable[[str], None]) -> tuple[RunPlan, Iterator[Mapping[str, Any]]]:
-    """Check the request against the plugins and the model; return the plan and its (peeked) feeds.
+               warn: Callable[[str], None]) -> tuple[RunPlan, Iterator[Mapping[str, Any]] | None]:
+    """Check the request against the plugins, the model and the saved files; return the plan and its feeds
+    (the first one already made, so that a failing data source fails before any worker starts).
 
     Raises UsageError (or ModelError) for anything wrong, naming the problem and the fix.
     """
     _check_requested_plugins(plugins, settings)
     specs = [_backend_spec(plugins, name) for name in request.backends]
-    if len(specs) < 2:
-        raise UsageError(f"cmpx run compares backends: give at least two --backend (got {len(specs)}); "
-                         f"available: {', '.join(plugins.backends.names())}")
-    names = instance_names(request.backends)
-    check_reference(request.reference, names)
-    if not 0 <= request.seed <= MAX_SEED - max(request.iterations - 1, 0):
-        raise UsageError(f"--seed {request.seed} is out of range; use an integer from 0 to {MAX_SEED}")
-    if request.iterations < 1:
-        raise UsageError(f"--iterations {request.iterations}: run at least 1 iteration")
-    if not request.timeout > 0:
-        raise UsageError(f"--timeout {request.timeout:g}: give a number of seconds above 0")
+    _check_scalars(request)
     comparison, per_output_options = _comparison_settings(request, plugins)
     shapes = parse_input_shapes(request.input_shapes)
     default_range, ranges = parse_val_ranges(request.val_ranges)
-    loader_spec = plugins.data_loaders.get(request.data_loader)
+    loader_name = _loader_name(request)
+    loader_spec = plugins.data_loaders.get(loader_name)
     if loader_spec is None:
-        raise UsageError(f"--data-loader {request.data_loader!r} is not registered; available: "
+        raise UsageError(f"--data-loader {loader_name!r} is not registered; available: "
                          f"{', '.join(plugins.data_loaders.names()) or '(none)'}")
+    for path in (request.save_inputs, request.save_outputs):
+        if path and os.path.exists(path) and (not os.path.isdir(path) or os.listdir(path)):
+            raise UsageError(f"{path} already exists and is not an empty directory; choose a new path to save to")
 
-    model = read_model(request.model)
-    output_names = [spec.name for spec in model.outputs]
+    model = _read_model(request, specs)
+    saved = _saved_backends(request, model)
+    names = instance_names(request.backends) + [b.name for b in saved]
+    if len(names) < 2:
+        raise UsageError(f"cmpx run compares backends: give at least two --backend or --load-outputs (got "
+                         f"{len(names)}); available backends: {', '.join(plugins.backends.names())}")
+    check_reference(request.reference, names)
+    output_names = [s.name for s in model.outputs] if model else _saved_output_names(saved)
     for option, values in per_output_options.items():
-        check_names(option, values.overrides, output_names, "model outputs")
-    check_names("--val-range", ranges, [spec.name for spec in model.inputs], "model inputs")
-    inputs = resolve_input_shapes(model.inputs, shapes, warn)
+        check_names(option, values.overrides, output_names, "model outputs" if model else "saved outputs")
 
-    loader = loader_spec.factory(DataOptions(request.seed, request.iterations, default_range, ranges))
-    feeds = _checked(loader.feeds(inputs), inputs, f"data loader {request.data_loader!r}")
-    first = next(feeds, None)  # a loader that fails should fail before any worker starts
-    feeds = itertools.chain([first], feeds) if first is not None else iter(())
-
-    backends = [BackendPlan(name, spec, {option.name: request.backend_options.get(spec.param(option), option.default)
+    backends = [BackendPlan(name, spec, {option.name: request.backend_options.get(spec.param(option),
+                                                                                  option.default)
                                          for option in spec.options})
                 for name, spec in zip(names, specs)]
+    feeds, inputs, iterations = None, (), None
+    if model is not None and specs:
+        check_names("--val-range", ranges, [spec.name for spec in model.inputs], "model inputs")
+        synthetic = loader_name == "synthetic"
+        inputs = resolve_input_shapes(model.inputs, shapes, warn, fill_dynamic=synthetic)
+        options = DataOptions(request.seed, request.iterations, default_range, ranges, tuple(request.load_inputs),
+                              request.data_loader_script)
+        feeds = _peeked(_fitted(loader_spec.factory(options).feeds(inputs), inputs, loader_name, warn))
+        iterations = (request.iterations or 1) if synthetic else request.iterations
+    elif saved:
+        iterations = min(len(b.source) for b in saved)
+        if request.iterations:
+            iterations = min(iterations, request.iterations)
+    if iterations is not None:
+        for backend in saved:
+            if len(backend.source) < iterations:
+                raise UsageError(f"--load-outputs {backend.path}: {backend.name} holds {len(backend.source)} "
+                                 f"iteration(s) but this run makes {iterations}; use --iterations "
+                                 f"{len(backend.source)}")
     plan = RunPlan(model, inputs, backends, request.reference, comparison, request.timeout, settings,
-                   validate=request.validate)
+                   validate=request.validate, saved_backends=saved, save_inputs=request.save_inputs,
+                   save_outputs=request.save_outputs, iterations=iterations)
     return plan, feeds
+
+
+def _check_scalars(request: RunRequest) -> None:
+    if request.iterations is not None and request.iterations < 1:
+        raise UsageError(f"--iterations {request.iterations}: run at least 1 iteration")
+    if not 0 <= request.seed <= MAX_SEED - max((request.iterations or 1) - 1, 0):
+        raise UsageError(f"--seed {request.seed} is out of range; use an integer from 0 to {MAX_SEED}")
+    if not request.timeout > 0:
+        raise UsageError(f"--timeout {request.timeout:g}: give a number of seconds above 0")
+
+
+def _loader_name(request: RunRequest) -> str:
+    chosen = [name for name, given in (("saved", bool(request.load_inputs)),
+                                       ("script", bool(request.data_loader_script))) if given]
+    if len(chosen) > 1:
+        raise UsageError("give either --load-inputs or --data-loader-script, not both")
+    if chosen and request.data_loader not in (None, chosen[0]):
+        raise UsageError(f"--data-loader {request.data_loader} conflicts with "
+                         f"{'--load-inputs' if chosen[0] == 'saved' else '--data-loader-script'}")
+    return chosen[0] if chosen else request.data_loader or "synthetic"
+
+
+def _read_model(request: RunRequest, specs: Sequence[BackendSpec]) -> ModelInfo | None:
+    if request.model is not None:
+        return read_model(request.model)
+    if specs:
+        raise UsageError("live backends need a MODEL: cmpx run MODEL --backend ...")
+    if not request.load_outputs:
+        raise UsageError("give a MODEL to run, or --load-outputs to compare saved runs")
+    return None
+
+
+def _saved_backends(request: RunRequest, model: ModelInfo | None) -> list[SavedBackend]:
+    from cmpx.saved.opening import open_saved
+
+    fallback = [spec.name for spec in model.outputs] if model else ()
+    found = []
+    for path in request.load_outputs:
+        label = os.path.splitext(os.path.basename(os.path.normpath(path)))[0]
+        for source in open_saved(path, "outputs", fallback).sources:
+            found.append((f"{source.name}@{label}", source, path))
+    unique = instance_names([name for name, _, _ in found])
+    return [SavedBackend(name, source, path) for name, (_, source, path) in zip(unique, found)]
+
+
+def _saved_output_names(saved: Sequence[SavedBackend]) -> list[str]:
+    names: dict[str, None] = {}
+    for backend in saved:
+        if len(backend.source):
+            names.update(dict.fromkeys(backend.source.load(0)))
+    return list(names)
 
 
 def _comparison_settings(request: RunRequest, plugins: PluginSet) -> tuple[ComparisonSettings, dict[str, PerOutput]]:
     """The comparison settings, and every per-output option by flag (to check their output names later)."""
-    names = list(dict.fromkeys(request.compare or [SIMPLE]))
     metrics = []
-    for name in names:
+    for name in dict.fromkeys(request.compare or [SIMPLE]):
         spec = plugins.metrics.get(name)
         if spec is None:
             raise UsageError(f"--compare: unknown metric {name!r}; available: {', '.join(plugins.metrics.names())}")
@@ -126,13 +198,26 @@ def _comparison_settings(request: RunRequest, plugins: PluginSet) -> tuple[Compa
     return comparison, per_output
 
 
-def _checked(feeds: Iterator[Any], inputs: Sequence[Any], source: str) -> Iterator[Mapping[str, Any]]:
+def _fitted(feeds: Any, inputs: Sequence[TensorSpec], loader: str,
+            warn: Callable[[str], None]) -> Iterator[Mapping[str, Any]]:
+    warned: set[str] = set()
+
+    def warn_once(message: str) -> None:
+        key = message.split(": input ", 1)[-1]
+        if key not in warned:
+            warned.add(key)
+            warn(message)
+
     for iteration, feed in enumerate(feeds):
-        check_feeds(feed, inputs, iteration, source)
-        yield feed
+        yield fit_feeds(feed, inputs, iteration, f"data loader {loader!r}", warn_once)
 
 
-def _backend_spec(plugins: PluginSet, name: str):
+def _peeked(feeds: Iterator[Mapping[str, Any]]) -> Iterator[Mapping[str, Any]]:
+    first = next(feeds, None)  # a data source that fails should fail before any worker starts
+    return itertools.chain([first], feeds) if first is not None else iter(())
+
+
+def _backend_spec(plugins: PluginSet, name: str) -> BackendSpec:
     spec = plugins.backends.get(name)
     if spec is not None:
         return spec

@@ -13,6 +13,7 @@ from cmpx.validation import NonFinite
 
 if TYPE_CHECKING:
     from cmpx.execution import RunResult
+    from cmpx.plan import RunPlan
 
 DETAIL_INDENT = "        "
 EXIT_PASSED, EXIT_MISMATCH, EXIT_USAGE, EXIT_BACKEND_FAILED = 0, 1, 2, 3
@@ -32,8 +33,13 @@ class TextReporter:
     echo: Callable[[str], None]
     debug: bool = False
 
-    def started(self, model: str, backends: list[str], iterations: int) -> None:
-        self.echo(f"cmpx {__version__} | {model} | backends: {', '.join(backends)} | {iterations} iteration(s)")
+    def started(self, plan: RunPlan) -> None:
+        model = plan.model.path if plan.model else "saved runs"
+        iterations = f"{plan.iterations} iteration(s)" if plan.iterations else "iterations: all the data"
+        self.echo(f"cmpx {__version__} | {model} | backends: {', '.join(plan.names)} | {iterations}")
+
+    def warning(self, message: str) -> None:
+        self.echo(f"warning: {message}")
 
     def loaded(self, backend: str, seconds: float) -> None:
         self.echo(f"loaded {backend} in {seconds:.3f} s")

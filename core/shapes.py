@@ -11,11 +11,12 @@ from cmpx.model import TensorSpec
 
 
 def resolve_input_shapes(inputs: Sequence[TensorSpec], overrides: Mapping[str, tuple[int, ...]],
-                         warn) -> list[TensorSpec]:
-    """Return ``inputs`` with concrete shapes.
+                         warn, fill_dynamic: bool = True) -> list[TensorSpec]:
+    """Return ``inputs`` with the shapes to feed.
 
-    An override must name a model input and agree with its rank and static dimensions. A dynamic
-    dimension without an override becomes 1, and ``warn(message)`` says so, naming the input.
+    An override must name a model input and agree with its rank and static dimensions. With
+    ``fill_dynamic`` (synthetic data), a dynamic dimension without an override becomes 1 and ``warn(message)``
+    says so, naming the input; otherwise (data from files or scripts) it stays open for the data to fill.
     """
     check_names("--input-shapes", overrides, [spec.name for spec in inputs], "model inputs")
     resolved = []
@@ -24,11 +25,11 @@ def resolve_input_shapes(inputs: Sequence[TensorSpec], overrides: Mapping[str, t
         if override is not None:
             _check_override(spec, override)
             resolved.append(replace(spec, shape=override))
+        elif not fill_dynamic or spec.is_static:
+            resolved.append(spec)
         elif spec.shape is None:
             raise UsageError(f"input {spec.name} has an unknown rank; give its shape with --input-shapes "
                              f"{spec.name}:[D0,D1,...]")
-        elif spec.is_static:
-            resolved.append(spec)
         else:
             shape = tuple(d if isinstance(d, int) and d >= 0 else 1 for d in spec.shape)
             example = f"{spec.name}:[{','.join(map(str, shape))}]"

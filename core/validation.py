@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cmpx.dtypes import is_floating
+from cmpx.dtypes import is_extension, is_floating
 
 CHUNK_ELEMENTS = 1 << 20
 
@@ -35,7 +35,7 @@ def find_non_finite(backend: str, outputs: Mapping[str, np.ndarray]) -> list[Non
         first = -1
         for start in range(0, flat.size, CHUNK_ELEMENTS):
             chunk = flat[start:start + CHUNK_ELEMENTS]
-            if chunk.dtype.kind == "V":  # bfloat16 and float8: inspect them as float32
+            if is_extension(chunk.dtype):  # bfloat16 and float8: inspect them as float32
                 chunk = chunk.astype(np.float32)
             nan_mask, inf_mask = np.isnan(chunk), np.isinf(chunk)
             nans += int(np.count_nonzero(nan_mask))

@@ -17,7 +17,7 @@ from conftest import REPO, run_cmpx
 def test_builtins_come_from_the_cmpx_entry_point_group():
     plugins = make_plugin_manager()
     assert {"onnxrt", "onnxref"} <= set(plugins.backends.names())
-    assert plugins.data_loaders.names() == ["synthetic"]
+    assert plugins.data_loaders.names() == ["saved", "script", "synthetic"]
     assert "elemwise" in plugins.metrics.names()
     onnxrt = plugins.backends.get("onnxrt")
     assert onnxrt.provenance.plugin == "onnxrt"

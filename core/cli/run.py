@@ -12,6 +12,9 @@ from cmpx.argtypes import CHECK_STATS
 from cmpx.cli.grouped_help import GroupedCommand, GroupedOption
 from cmpx.plugins import PluginSet, PluginSettings
 
+MODEL_SUFFIXES = (".onnx", ".engine", ".plan")  # a model path ends a list of saved files
+
+
 def _per_output_number(word: str) -> bool:
     return ":" in word or is_number(word)
 
@@ -24,9 +27,12 @@ MULTI_VALUE = {
     "--check-error-stat": lambda w: ":" in w or w in CHECK_STATS,
     "--input-shapes": lambda w: ":" in w and "[" in w,
     "--val-range": lambda w: "[" in w,
+    "--load-inputs": lambda w: not w.endswith(MODEL_SUFFIXES),
+    "--load-outputs": lambda w: not w.endswith(MODEL_SUFFIXES),
 }
 
-BACKENDS, DATA, COMPARISON, EXECUTION = "Backends", "Data", "Comparison", "Execution and plugins"
+BACKENDS, DATA, COMPARISON, REPORTS, EXECUTION = "Backends", "Data", "Comparison", "Reports", \
+    "Execution and plugins"
 
 RUN_HELP = """Run MODEL on every --backend with the same inputs and compare their outputs.
 
@@ -56,7 +62,7 @@ class RunCommand(GroupedCommand):
 
 def build_run_command(plugins: PluginSet) -> click.Command:
     params: list[click.Parameter] = [
-        click.Argument(["model"], metavar="MODEL"),
+        click.Argument(["model"], metavar="[MODEL]", required=False),
         GroupedOption(["--backend", "backends"], multiple=True, metavar="NAME", group=BACKENDS,
                       help=f"a backend to run, in order; repeat for each [available: "
                            f"{', '.join(plugins.backends.names()) or 'none'}]"),
@@ -64,14 +70,27 @@ def build_run_command(plugins: PluginSet) -> click.Command:
                       help="compare every other backend against this one (e.g. onnxref, or onnxrt#2)"),
         GroupedOption(["--seed"], type=int, default=1, show_default=True, group=DATA,
                       help="seed of the synthetic data; iteration i uses seed + i"),
-        GroupedOption(["--iterations"], type=int, default=1, show_default=True, group=DATA,
-                      help="number of input sets to run and compare"),
+        GroupedOption(["--iterations"], type=int, default=None, group=DATA,
+                      help="number of input sets to run and compare [default: 1 for synthetic data, all of "
+                           "loaded or scripted data]"),
         GroupedOption(["--input-shapes"], multiple=True, metavar="NAME:[D0,D1,...]", group=DATA,
                       help="shapes for inputs with dynamic dimensions, e.g. X:[1,3,224,224] Y:[1,10]"),
         GroupedOption(["--val-range"], multiple=True, metavar="[LO,HI] | NAME:[LO,HI]", group=DATA,
                       help="range of synthetic values [default: floats [0,1), integers [0,9] inclusive]"),
-        GroupedOption(["--data-loader"], default="synthetic", show_default=True, metavar="NAME", group=DATA,
-                      help=f"where inputs come from [available: {', '.join(plugins.data_loaders.names())}]"),
+        GroupedOption(["--data-loader"], default=None, metavar="NAME", group=DATA,
+                      help=f"where inputs come from [default: synthetic; available: "
+                           f"{', '.join(plugins.data_loaders.names())}]"),
+        GroupedOption(["--data-loader-script"], metavar="FILE.py[:FUNC]", group=DATA,
+                      help="a Python function (default load_data) returning an iterable of {input name: array}"),
+        GroupedOption(["--load-inputs"], multiple=True, metavar="PATH", group=DATA,
+                      help="feed saved inputs: cmpx runs, Polygraphy JSON inputs, ONNX test-data directories"),
+        GroupedOption(["--save-inputs"], metavar="DIR", group=DATA, help="save every iteration's inputs (cmpx run "
+                      "directory)"),
+        GroupedOption(["--load-outputs"], multiple=True, metavar="PATH", group=BACKENDS,
+                      help="add saved outputs as backends after the live ones (named BACKEND@FILE): cmpx runs, "
+                           "Polygraphy RunResults JSON, ONNX test-data directories"),
+        GroupedOption(["--save-outputs"], metavar="DIR", group=BACKENDS,
+                      help="save every live backend's outputs, every iteration (cmpx run directory)"),
         GroupedOption(["--atol"], multiple=True, metavar="[NAME:]VALUE", group=COMPARISON,
                       help="absolute tolerance; a bare value is the default, NAME:VALUE sets one output "
                            "[default: 1e-5]"),
@@ -91,6 +110,10 @@ def build_run_command(plugins: PluginSet) -> click.Command:
         GroupedOption(["--validate"], is_flag=True, group=COMPARISON,
                       help="fail if any backend's output holds NaN or Inf"),
         GroupedOption(["--fail-fast"], is_flag=True, group=COMPARISON, help="stop at the first mismatching output"),
+        GroupedOption(["--report-json"], metavar="PATH", group=REPORTS,
+                      help="write every pair, iteration and output with verdicts and statistics as JSON"),
+        GroupedOption(["--junit"], metavar="PATH", group=REPORTS,
+                      help="write a JUnit XML report: one test case per pair and output"),
         GroupedOption(["--timeout"], type=float, default=600.0, show_default=True, metavar="SECONDS",
                       group=EXECUTION, help="limit for each backend's load and each inference"),
         GroupedOption(["-p", "--plugin", "plugin_args"], multiple=True, metavar="MODULE", group=EXECUTION,
@@ -127,10 +150,14 @@ def _run(plugins: PluginSet, values: dict[str, Any]) -> int:
     settings: PluginSettings = click.get_current_context().find_root().obj["settings"]
     thresholds = {metric.name: values.pop(f"threshold_{metric.name.replace('-', '_')}")
                   for metric in plugins.metrics if f"threshold_{metric.name.replace('-', '_')}" in values}
+    report_json, junit = values.pop("report_json"), values.pop("junit")
     request = RunRequest(
         model=values.pop("model"), backends=values.pop("backends"), reference=values.pop("reference"),
         seed=values.pop("seed"), iterations=values.pop("iterations"), input_shapes=values.pop("input_shapes"),
-        val_ranges=values.pop("val_range"), data_loader=values.pop("data_loader"), atol=values.pop("atol"),
+        val_ranges=values.pop("val_range"), data_loader=values.pop("data_loader"),
+        data_loader_script=values.pop("data_loader_script"), load_inputs=values.pop("load_inputs"),
+        load_outputs=values.pop("load_outputs"), save_inputs=values.pop("save_inputs"),
+        save_outputs=values.pop("save_outputs"), atol=values.pop("atol"),
         rtol=values.pop("rtol"), check_error_stat=values.pop("check_error_stat"),
         error_quantile=values.pop("error_quantile"), compare=values.pop("compare"), thresholds=thresholds,
         nan_equal=values.pop("nan_equal"), infinities_compare_equal=values.pop("infinities_compare_equal"),
@@ -143,7 +170,16 @@ def _run(plugins: PluginSet, values: dict[str, Any]) -> int:
     from cmpx.report import TextReporter, exit_code
 
     reporter = TextReporter(click.echo, debug=debug)
-    reporter.started(plan.model.path, [backend.name for backend in plan.backends], request.iterations)
+    reporter.started(plan)
     result = execute(plan, feeds, reporter)
     reporter.summary(result)
-    return exit_code(result)
+    code = exit_code(result)
+    if report_json:
+        from cmpx.report_json import write_json_report
+
+        write_json_report(report_json, plan, result, code)
+    if junit:
+        from cmpx.report_junit import write_junit_report
+
+        write_junit_report(junit, plan, result)
+    return code

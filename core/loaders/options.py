@@ -10,10 +10,13 @@ from cmpx.argtypes import ValueRange
 
 @dataclass(frozen=True)
 class DataOptions:
-    """``seed`` (iteration i uses seed + i), ``iterations``, and value ranges: ``default_range`` for every
-    input without an entry in ``ranges`` (None: the loader's own default for the dtype)."""
+    """``seed`` (iteration i uses seed + i); ``iterations`` (None: the loader's own count, 1 for synthetic data);
+    value ranges: ``default_range`` for every input without an entry in ``ranges`` (None: the loader's own
+    default for the dtype); ``paths`` of saved inputs (--load-inputs); ``script`` (--data-loader-script)."""
 
     seed: int = 1
-    iterations: int = 1
+    iterations: int | None = None
     default_range: ValueRange | None = None
     ranges: Mapping[str, ValueRange] = field(default_factory=dict)
+    paths: tuple[str, ...] = ()
+    script: str | None = None

@@ -10,7 +10,22 @@ def synthetic(options):
     return SyntheticDataLoader(options)
 
 
+def saved(options):
+    from cmpx.loaders.saved import SavedDataLoader
+
+    return SavedDataLoader(options)
+
+
+def script(options):
+    from cmpx.loaders.script import ScriptDataLoader
+
+    return ScriptDataLoader(options)
+
+
 @hookimpl
 def register_data_loaders(registry):
     registry.add("synthetic", synthetic,
                  description="seeded uniform random inputs (--seed, --iterations, --val-range)")
+    registry.add("saved", saved, description="saved inputs (--load-inputs): cmpx runs, Polygraphy JSON, "
+                                             "ONNX test-data directories")
+    registry.add("script", script, description="a Python generator of feeds (--data-loader-script file.py[:func])")

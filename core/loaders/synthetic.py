@@ -31,7 +31,7 @@ class SyntheticDataLoader:
 
     def feeds(self, inputs: Sequence[TensorSpec]) -> Iterator[dict[str, np.ndarray]]:
         plans = [(spec, numpy_dtype(spec.dtype), self._range(spec)) for spec in inputs]
-        for iteration in range(self.options.iterations):
+        for iteration in range(self.options.iterations or 1):
             rng = np.random.RandomState(self.options.seed + iteration)
             yield {spec.name: sample(rng, dtype, tuple(spec.shape), value_range)
                    for spec, dtype, value_range in plans}

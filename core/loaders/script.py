@@ -1,0 +1,74 @@
+"""Feeds from a user's Python script (--data-loader-script file.py[:func], func defaulting to load_data).
+
+The function is called once and must return an iterable (typically a generator) of {input name: array}
+dicts. Running the script is the point (as in Polygraphy); nothing is ever unpickled.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import os
+import sys
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from cmpx.errors import UsageError
+from cmpx.loaders.options import DataOptions
+from cmpx.model import TensorSpec
+
+DEFAULT_FUNCTION = "load_data"
+
+
+def split_script(text: str) -> tuple[str, str]:
+    """``file.py[:func]`` -> (file, func); the split is on the last ':' after '.py'."""
+    path, sep, function = text.rpartition(":")
+    if not sep or not path.endswith(".py"):
+        return text, DEFAULT_FUNCTION
+    return path, function or DEFAULT_FUNCTION
+
+
+class ScriptDataLoader:
+    def __init__(self, options: DataOptions):
+        self.path, self.function = split_script(options.script or "")
+        self.options = options
+
+    def feeds(self, inputs: Sequence[TensorSpec]) -> Iterator[Any]:
+        function = self._function()
+        try:
+            produced = function()
+            iterator = iter(produced)
+        except Exception as exc:
+            raise UsageError(f"--data-loader-script {self.path}: {self.function}() raised "
+                             f"{type(exc).__name__}: {exc}") from exc
+        return itertools.islice(self._guarded(iterator), self.options.iterations)
+
+    def _function(self):
+        if not os.path.isfile(self.path):
+            raise UsageError(f"--data-loader-script: {self.path} is not a file; give file.py[:function]")
+        spec = importlib.util.spec_from_file_location(f"cmpx_data_script_{abs(hash(self.path))}", self.path)
+        module = importlib.util.module_from_spec(spec)
+        sys.path.insert(0, os.path.dirname(os.path.abspath(self.path)))
+        try:
+            spec.loader.exec_module(module)
+        except Exception as exc:
+            raise UsageError(f"--data-loader-script {self.path}: importing it raised {type(exc).__name__}: {exc}") \
+                from exc
+        finally:
+            sys.path.pop(0)
+        function = getattr(module, self.function, None)
+        if not callable(function):
+            raise UsageError(f"--data-loader-script {self.path}: no function {self.function!r}; define it or "
+                             f"name another with {self.path}:FUNCTION")
+        return function
+
+    def _guarded(self, iterator: Iterator[Any]) -> Iterator[Any]:
+        while True:
+            try:
+                feed = next(iterator)
+            except StopIteration:
+                return
+            except Exception as exc:
+                raise UsageError(f"--data-loader-script {self.path}: {self.function}() raised "
+                                 f"{type(exc).__name__}: {exc}") from exc
+            yield feed

@@ -1,0 +1,50 @@
+"""--junit: JUnit XML for CI systems. One test case per compared pair and output (its iterations together),
+one per failed backend; a failure carries the one-line summaries of the failing iterations."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+from cmpx.execution import RunResult
+from cmpx.plan import RunPlan
+
+
+def junit_tree(plan: RunPlan, result: RunResult) -> ET.ElementTree:
+    cases: dict[tuple[str, str, str], list[tuple[int, bool, list[str]]]] = {}
+    for pair in result.pairs:
+        for output in pair.outputs:
+            lines = [output.note] if output.failed_early else [
+                f"{m.metric} {'PASSED' if m.passed else 'FAILED'}: {m.summary} [{m.criterion}]" for m in output.metrics]
+            cases.setdefault((pair.backend, pair.reference, output.output), []).append(
+                (pair.iteration, output.passed, lines))
+    suite = ET.Element("testsuite", name="cmpx", tests="0", failures="0", errors="0")
+    failures = errors = 0
+    for (backend, reference, output), runs in cases.items():
+        case = ET.SubElement(suite, "testcase", classname=f"{backend} vs {reference}", name=output)
+        failed = [(i, lines) for i, ok, lines in runs if not ok]
+        if failed:
+            failures += 1
+            element = ET.SubElement(case, "failure", message=f"{output}: {len(failed)}/{len(runs)} iteration(s) "
+                                                              f"failed; first: {failed[0][1][0] if failed[0][1] else ''}")
+            element.text = "\n".join(f"iteration {i}: {line}" for i, lines in failed for line in lines)
+    for name, error in result.failures.items():
+        errors += 1
+        case = ET.SubElement(suite, "testcase", classname="backends", name=name)
+        element = ET.SubElement(case, "error", message=str(error))
+        element.text = getattr(error, "stderr_tail", "") or (str(error.__cause__) if error.__cause__ else "")
+    for finding in result.non_finite:
+        failures += 1
+        case = ET.SubElement(suite, "testcase", classname="validate", name=f"{finding.backend} {finding.output}")
+        ET.SubElement(case, "failure", message=str(finding))
+    suite.set("tests", str(len(suite)))
+    suite.set("failures", str(failures))
+    suite.set("errors", str(errors))
+    root = ET.Element("testsuites")
+    root.append(suite)
+    return ET.ElementTree(root)
+
+
+def write_junit_report(path: str, plan: RunPlan, result: RunResult) -> None:
+    tree = junit_tree(plan, result)
+    ET.indent(tree)
+    tree.write(path, encoding="utf-8", xml_declaration=True)

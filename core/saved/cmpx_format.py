@@ -1,0 +1,119 @@
+"""cmpx's own saved-run format: a directory of plain .npy files plus a JSON Lines manifest.
+
+    RUN/cmpx-run.jsonl      line 1: {"format": "cmpx-run", "format_version": 1, "kind": "outputs"|"inputs",
+                                     "cmpx_version": ..., "model": ..., "created": ...}
+                            then one line per source and iteration:
+                            {"source": "onnxrt", "iteration": 0, "input_digest": "blake2b:...",
+                             "tensors": [{"name": "Y", "file": "0/0/0.npy", "dtype": "float32",
+                                          "shape": [1, 4, 8, 8]}, ...]}
+    RUN/<source #>/<iteration>/<tensor #>.npy
+
+Lines are appended as iterations finish, so a run stops streaming to disk, never holding more than one
+iteration, and an interrupted run leaves a readable prefix. Arrays are raw .npy (numpy.load reads them, memory-
+mapped); types numpy lacks (bfloat16, float8, int4...) are stored as unsigned integers of the same width, and the
+manifest's "dtype" names the real type. Nothing is pickled.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from cmpx import __version__
+from cmpx.dtypes import is_extension, numpy_dtype
+from cmpx.saved.model import SavedFile, SavedSource
+from cmpx.saved.npy import SavedDataError, load_npy
+
+MANIFEST = "cmpx-run.jsonl"
+FORMAT = "cmpx-run"
+FORMAT_VERSION = 1
+
+
+class RunWriter:
+    """Writes one saved run, iteration by iteration."""
+
+    def __init__(self, path: str, kind: str, model: str | None):
+        if os.path.exists(path) and (not os.path.isdir(path) or os.listdir(path)):
+            raise SavedDataError(f"{path} already exists and is not an empty directory; choose a new path")
+        os.makedirs(path, exist_ok=True)
+        self.path = path
+        self._sources: dict[str, int] = {}
+        self._manifest = open(os.path.join(path, MANIFEST), "w", encoding="utf-8")
+        self._line({"format": FORMAT, "format_version": FORMAT_VERSION, "kind": kind, "cmpx_version": __version__,
+                    "model": model, "created": datetime.datetime.now(datetime.timezone.utc).isoformat()})
+
+    def add(self, source: str, iteration: int, tensors: Mapping[str, np.ndarray], input_digest: str | None) -> None:
+        index = self._sources.setdefault(source, len(self._sources))
+        folder = os.path.join(str(index), str(iteration))
+        os.makedirs(os.path.join(self.path, folder), exist_ok=True)
+        entries = []
+        for number, (name, array) in enumerate(tensors.items()):
+            relative = os.path.join(folder, f"{number}.npy")
+            stored = array.view(f"u{array.dtype.itemsize}") if is_extension(array.dtype) else array
+            np.save(os.path.join(self.path, relative), stored, allow_pickle=False)
+            entries.append({"name": name, "file": relative, "dtype": array.dtype.name, "shape": list(array.shape)})
+        self._line({"source": source, "iteration": iteration, "input_digest": input_digest, "tensors": entries})
+
+    def _line(self, record: dict[str, Any]) -> None:
+        self._manifest.write(json.dumps(record) + "\n")
+        self._manifest.flush()
+
+    def close(self) -> None:
+        self._manifest.close()
+
+
+def is_cmpx_run(path: str) -> bool:
+    return os.path.isfile(os.path.join(path, MANIFEST))
+
+
+def read_cmpx_run(path: str) -> SavedFile:
+    """Open a saved run: the manifest is read and every file checked now; arrays load (mapped) on demand."""
+    manifest = os.path.join(path, MANIFEST)
+    try:
+        with open(manifest, encoding="utf-8") as f:
+            records = [json.loads(line) for line in f if line.strip()]
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise SavedDataError(f"{manifest}: damaged manifest ({exc})") from None
+    if not records or records[0].get("format") != FORMAT:
+        raise SavedDataError(f"{manifest}: not a cmpx run manifest")
+    header = records[0]
+    if header.get("format_version") != FORMAT_VERSION:
+        raise SavedDataError(f"{manifest}: format version {header.get('format_version')} is not supported by "
+                             f"cmpx {__version__} (it reads version {FORMAT_VERSION})")
+    sources: dict[str, SavedSource] = {}
+    for number, record in enumerate(records[1:], start=2):
+        try:
+            source = sources.setdefault(record["source"], SavedSource(record["source"]))
+            if record["iteration"] != len(source):
+                raise SavedDataError(f"{manifest} line {number}: iteration {record['iteration']} of "
+                                     f"{record['source']} is out of order")
+            tensors = [(t["name"], os.path.join(path, t["file"]), numpy_dtype(t["dtype"]), tuple(t["shape"]))
+                       for t in record["tensors"]]
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise SavedDataError(f"{manifest} line {number}: damaged record ({exc!r})") from None
+        for name, file, dtype, shape in tensors:
+            _check_entry(file, dtype, shape, f"{path}: {record['source']} iteration {record['iteration']} {name}")
+        source.loaders.append(lambda tensors=tensors: _load(tensors, path))
+        source.digests.append(record.get("input_digest"))
+    return SavedFile(path, header.get("kind", "outputs"), "cmpx", list(sources.values()))
+
+
+def _check_entry(file: str, dtype: np.dtype, shape: tuple[int, ...], where: str) -> None:
+    array = load_npy(file, where, mmap=True)
+    stored = np.dtype(f"u{dtype.itemsize}") if is_extension(dtype) else dtype
+    if array.dtype != stored or array.shape != shape:
+        raise SavedDataError(f"{where}: the file holds {array.dtype} {list(array.shape)}, the manifest says "
+                             f"{dtype} {list(shape)}")
+
+
+def _load(tensors: list[tuple[str, str, np.dtype, tuple[int, ...]]], path: str) -> dict[str, np.ndarray]:
+    loaded = {}
+    for name, file, dtype, _ in tensors:
+        array = load_npy(file, f"{path}: {name}", mmap=True)
+        loaded[name] = array.view(dtype) if is_extension(dtype) else array
+    return loaded

@@ -1,0 +1,84 @@
+"""Read-only support for Polygraphy's JSON files: saved inputs (a list of feed dicts) and RunResults outputs.
+
+Arrays in them are base64-encoded .npy (older files: latin-1 text or .npz); they are decoded with pickle
+disabled, one iteration at a time. The JSON text itself must be read whole (that is how the format is made).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from typing import Any
+
+from cmpx.saved.model import SavedFile, SavedSource
+from cmpx.saved.npy import SavedDataError, load_npy
+
+
+def looks_like_polygraphy(path: str) -> bool:
+    """A JSON document (Polygraphy's files are JSON; anything else JSON-like is reported by the parser)."""
+    try:
+        with open(path, "rb") as f:
+            start = f.read(64).lstrip()
+    except OSError:
+        return False
+    return start[:1] in (b"[", b"{")
+
+
+def read_polygraphy(path: str) -> SavedFile:
+    try:
+        with open(path, encoding="utf-8") as f:
+            document = json.load(f)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise SavedDataError(f"{path}: not readable as Polygraphy JSON ({exc}); is the file complete?") from None
+    if isinstance(document, list):
+        return SavedFile(path, "inputs", "polygraphy", [_inputs(document, path)])
+    if isinstance(document, dict) and document.get("polygraphy_class") == "RunResults":
+        return SavedFile(path, "outputs", "polygraphy", _run_results(document, path))
+    raise SavedDataError(f"{path}: a JSON file, but neither Polygraphy inputs (a list of feed dicts) nor "
+                         "RunResults outputs")
+
+
+def _inputs(document: list[Any], path: str) -> SavedSource:
+    source = SavedSource("inputs")
+    for iteration, feed in enumerate(document):
+        if not isinstance(feed, dict):
+            raise SavedDataError(f"{path}: iteration {iteration} is not a dict of input name -> array")
+        source.loaders.append(lambda feed=feed, i=iteration: _arrays(feed, f"{path}: iteration {i}"))
+        source.digests.append(None)
+    return source
+
+
+def _run_results(document: dict[str, Any], path: str) -> list[SavedSource]:
+    sources = []
+    try:
+        for runner_name, iterations in document["lst"]:
+            source = SavedSource(str(runner_name))
+            for index, iteration in enumerate(iterations):
+                outputs = {name: lazy["values"] if isinstance(lazy, dict) and "values" in lazy else lazy
+                           for name, lazy in iteration["outputs"].items()}
+                where = f"{path}: {runner_name} iteration {index}"
+                source.loaders.append(lambda outputs=outputs, where=where: _arrays(outputs, where))
+                source.digests.append(None)
+            sources.append(source)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise SavedDataError(f"{path}: damaged Polygraphy RunResults ({exc!r})") from None
+    return sources
+
+
+def _arrays(encoded: dict[str, Any], where: str) -> dict[str, Any]:
+    return {name: _array(value, f"{where} {name}") for name, value in encoded.items()}
+
+
+def _array(value: Any, where: str) -> Any:
+    if not isinstance(value, dict) or "array" not in value:
+        raise SavedDataError(f"{where}: not an encoded array")
+    text = value["array"]
+    try:
+        data = base64.b64decode(text.encode(), validate=True)
+    except (binascii.Error, ValueError, AttributeError):
+        try:
+            data = text.encode("latin-1")  # Polygraphy's older encoding
+        except (UnicodeEncodeError, AttributeError):
+            raise SavedDataError(f"{where}: the array is neither base64 nor latin-1 text") from None
+    return load_npy(data, where)

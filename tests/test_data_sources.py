@@ -1,0 +1,87 @@
+"""Data loader scripts, exact input names, safe casts only, and --iterations over loaded data."""
+
+import textwrap
+
+EXAMPLE = "examples/models/conv.onnx"
+BACKENDS = ("--backend", "onnxrt", "--backend", "onnxref")
+
+
+def script(tmp_path, body, name="data.py"):
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(body))
+    return str(path)
+
+
+def test_a_script_feeds_its_iterations(run_cli, tmp_path):
+    path = script(tmp_path, """
+        import numpy as np
+        def load_data():
+            for i in range(3):
+                yield {"X": np.full((1, 3, 8, 8), i, np.float32)}
+        def other():
+            return [{"X": np.ones((1, 3, 8, 8), np.float32)}]
+    """)
+    result = run_cli("run", EXAMPLE, *BACKENDS, "--data-loader-script", path)
+    assert result.exit_code == 0, result.output
+    assert "3/3 iterations passed" in result.output
+    assert "1/1 iterations passed" in run_cli("run", EXAMPLE, *BACKENDS, "--data-loader-script",
+                                              f"{path}:other").output
+    assert "2/2 iterations passed" in run_cli("run", EXAMPLE, *BACKENDS, "--data-loader-script", path,
+                                              "--iterations", "2").output
+
+
+def test_safe_casts_are_made_and_said_unsafe_ones_refused(run_cli, tmp_path, models):
+    widening = script(tmp_path, """
+        import numpy as np
+        def load_data():
+            yield {"I": np.array([0, 1, 2, 3], np.int32)}
+    """, "widen.py")
+    result = run_cli("run", models.gather_model, *BACKENDS, "--data-loader-script", widening)
+    assert result.exit_code == 0, result.output
+    assert "input 'I' converted from int32 to int64 (a safe cast)" in result.output
+    narrowing = script(tmp_path, """
+        import numpy as np
+        def load_data():
+            yield {"X": np.zeros((1, 3, 8, 8), np.float64)}
+    """, "narrow.py")
+    refused = run_cli("run", EXAMPLE, *BACKENDS, "--data-loader-script", narrowing)
+    assert refused.exit_code == 2
+    assert "input 'X' has dtype float64, the model takes float32, and float64 does not convert to it safely" \
+        in refused.output
+
+
+def test_bad_scripts_are_usage_errors_before_any_worker(run_cli, tmp_path):
+    cases = {
+        "def load_data():\n    raise RuntimeError('no data today')\n": "load_data() raised RuntimeError: no data today",
+        "def load_data():\n    yield {'x': 1}\n": "'x' is not a model input; the inputs are: X",
+        "import numpy as np\ndef load_data():\n    yield {'X': np.zeros((2, 3, 8, 8), np.float32)}\n":
+            "input 'X' has shape [2, 3, 8, 8], which does not fit [1,3,8,8]",
+        "def load_data():\n    yield [1, 2]\n": "expected a dict of input name -> array, got list",
+        "def load_data():\n    return 5\n": "load_data() raised TypeError",
+        "raise ImportError('broken')\n": "importing it raised ImportError: broken",
+        "x = 1\n": "no function 'load_data'",
+    }
+    for number, (body, message) in enumerate(cases.items()):
+        path = script(tmp_path, body, f"bad{number}.py")
+        result = run_cli("run", EXAMPLE, *BACKENDS, "--data-loader-script", path)
+        assert result.exit_code == 2, (body, result.output)
+        assert message in result.output, (body, result.output)
+        assert "loaded" not in result.output
+    missing = run_cli("run", EXAMPLE, *BACKENDS, "--data-loader-script", tmp_path / "nope.py")
+    assert missing.exit_code == 2 and "is not a file" in missing.output
+
+
+def test_a_loaded_batch_can_fill_dynamic_dimensions(run_cli, tmp_path, models):
+    path = script(tmp_path, """
+        import numpy as np
+        def load_data():
+            yield {"A": np.ones((5, 3), np.float32), "B": np.ones((5, 3), np.float32)}
+    """)
+    result = run_cli("run", models.dynamic_add, *BACKENDS, "--data-loader-script", path)
+    assert result.exit_code == 0, result.output
+    assert "dynamic shape" not in result.output
+
+
+def test_loaders_cannot_be_combined(run_cli, tmp_path):
+    result = run_cli("run", EXAMPLE, *BACKENDS, "--data-loader-script", "a.py", "--load-inputs", tmp_path)
+    assert result.exit_code == 2 and "give either --load-inputs or --data-loader-script" in result.output
