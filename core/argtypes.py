@@ -138,6 +138,17 @@ def threshold(text: str) -> float:
     return value
 
 
+def seconds(text: str) -> float:
+    """A duration above 0 seconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a number of seconds") from None
+    if not value > 0:
+        raise ValueError(f"{text!r}: give a number of seconds above 0")
+    return value
+
+
 def check_names(option: str, names: Iterable[str], known: Iterable[str], what: str) -> None:
     """Raise a UsageError if ``names`` mentions anything not in ``known`` (``what``: e.g. "model inputs")."""
     known = list(known)

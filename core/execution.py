@@ -34,6 +34,14 @@ class RunResult:
     iterations: int = 0
 
 
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM during a run, raised after cleanup; carries what was finished."""
+
+    def __init__(self, result: RunResult):
+        super().__init__()
+        self.result = result
+
+
 class Reporter(Protocol):
     def loaded(self, backend: str, seconds: float) -> None: ...
     def backend_failed(self, error: BackendError) -> None: ...
@@ -61,6 +69,15 @@ def execute(plan: RunPlan, feeds: Iterator[Mapping[str, Any]] | None, reporter: 
     """
     shm.sweep_orphans()
     run = _Run(plan, reporter, RunResult(), shm.new_run_prefix())
+    try:
+        _execute(run, feeds)
+    except KeyboardInterrupt:
+        raise RunInterrupted(run.result) from None
+    return run.result
+
+
+def _execute(run: _Run, feeds: Iterator[Mapping[str, Any]] | None) -> None:
+    plan = run.plan
     model_path = plan.model.path if plan.model else None
     with contextlib.ExitStack() as cleanup:
         cleanup.callback(shm.sweep, run.prefix)
@@ -81,7 +98,6 @@ def execute(plan: RunPlan, feeds: Iterator[Mapping[str, Any]] | None, reporter: 
             if run.result.stopped_early:
                 break
         _close_workers(run)
-    return run.result
 
 
 def _release_all(workers: Mapping[str, supervisor.Worker]) -> None:
@@ -96,7 +112,7 @@ def _start_and_load(run: _Run) -> None:
     env = dict(os.environ)
     for backend in plan.backends:
         run.workers[backend.name] = supervisor.start_worker(backend.name, env)
-    _collect(run, supervisor.wait_replies(run.workers.values(), "hello", "start", plan.timeout))
+    _collect(run, supervisor.wait_replies(run.workers.values(), "hello", "start", plan.timeouts))
     ids = {}
     for backend in plan.backends:
         worker = run.workers[backend.name]
@@ -104,7 +120,7 @@ def _start_and_load(run: _Run) -> None:
         supervisor.send(worker, {"op": "load", "id": ids[backend.name], "backend": backend.spec.name,
                                  "options": dict(backend.options), "model": plan.model.path,
                                  "plugins": plan.plugin_settings.to_message()}, "load")
-    replies = supervisor.wait_replies(run.workers.values(), "ready", "load", plan.timeout, ids)
+    replies = supervisor.wait_replies(run.workers.values(), "ready", "load", plan.timeouts, ids)
     for name, reply in _collect(run, replies).items():
         run.result.load_seconds[name] = reply["seconds"]
         run.reporter.loaded(name, reply["seconds"])
@@ -192,7 +208,7 @@ def _live_outputs(run: _Run, iteration: int, feed: Mapping[str, Any],
             release.callback(shm.unlink, out_segments[name])
             supervisor.send(worker, {"op": "infer", "id": ids[name], "inputs": descriptors,
                                      "out_segment": out_segments[name]}, "infer")
-    replies = _collect(run, supervisor.wait_replies(alive.values(), "result", "infer", run.plan.timeout, ids))
+    replies = _collect(run, supervisor.wait_replies(alive.values(), "result", "infer", run.plan.timeouts, ids))
     outputs = {}
     for name in run.workers:  # command-line order
         if name in replies:

@@ -37,7 +37,7 @@ class RunPlan:
     backends: Sequence[BackendPlan]
     reference: str | None
     comparison: ComparisonSettings
-    timeout: float
+    timeouts: Mapping[str, float]  # seconds per load and per inference, by live backend name
     plugin_settings: PluginSettings
     validate: bool = False
     saved_backends: Sequence[SavedBackend] = ()

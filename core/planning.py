@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from cmpx.argtypes import PerOutput, check_names, check_stat, parse_input_shapes, parse_per_output, \
-    parse_val_ranges, quantile, threshold, tolerance
+    parse_val_ranges, quantile, seconds, threshold, tolerance
 from cmpx.compare import SIMPLE, ComparisonSettings
 from cmpx.errors import PluginError, UsageError
 from cmpx.feeds import fit_feeds
@@ -53,7 +53,7 @@ class RunRequest:
     infinities_compare_equal: bool = False
     validate: bool = False
     fail_fast: bool = False
-    timeout: float = DEFAULT_TIMEOUT_SECONDS
+    timeout: Sequence[str] = ()  # SECONDS, or BACKEND:SECONDS for one backend
     backend_options: Mapping[str, Any] = field(default_factory=dict)  # click param name -> value
 
 
@@ -79,6 +79,12 @@ def build_plan(request: RunRequest, plugins: PluginSet, settings: PluginSettings
         if path and os.path.exists(path) and (not os.path.isdir(path) or os.listdir(path)):
             raise UsageError(f"{path} already exists and is not an empty directory; choose a new path to save to")
 
+    backends = [BackendPlan(name, spec, {option.name: request.backend_options.get(spec.param(option),
+                                                                                  option.default)
+                                         for option in spec.options})
+                for name, spec in zip(instance_names(request.backends), specs)]
+    timeouts = _timeouts(request, backends)
+
     model = _read_model(request, specs)
     saved = _saved_backends(request, model)
     names = instance_names(request.backends) + [b.name for b in saved]
@@ -90,10 +96,6 @@ def build_plan(request: RunRequest, plugins: PluginSet, settings: PluginSettings
     for option, values in per_output_options.items():
         check_names(option, values.overrides, output_names, "model outputs" if model else "saved outputs")
 
-    backends = [BackendPlan(name, spec, {option.name: request.backend_options.get(spec.param(option),
-                                                                                  option.default)
-                                         for option in spec.options})
-                for name, spec in zip(names, specs)]
     feeds, inputs, iterations = None, (), None
     if model is not None and specs:
         check_names("--val-range", ranges, [spec.name for spec in model.inputs], "model inputs")
@@ -113,7 +115,7 @@ def build_plan(request: RunRequest, plugins: PluginSet, settings: PluginSettings
                 raise UsageError(f"--load-outputs {backend.path}: {backend.name} holds {len(backend.source)} "
                                  f"iteration(s) but this run makes {iterations}; use --iterations "
                                  f"{len(backend.source)}")
-    plan = RunPlan(model, inputs, backends, request.reference, comparison, request.timeout, settings,
+    plan = RunPlan(model, inputs, backends, request.reference, comparison, timeouts, settings,
                    validate=request.validate, saved_backends=saved, save_inputs=request.save_inputs,
                    save_outputs=request.save_outputs, iterations=iterations)
     return plan, feeds
@@ -124,8 +126,15 @@ def _check_scalars(request: RunRequest) -> None:
         raise UsageError(f"--iterations {request.iterations}: run at least 1 iteration")
     if not 0 <= request.seed <= MAX_SEED - max((request.iterations or 1) - 1, 0):
         raise UsageError(f"--seed {request.seed} is out of range; use an integer from 0 to {MAX_SEED}")
-    if not request.timeout > 0:
-        raise UsageError(f"--timeout {request.timeout:g}: give a number of seconds above 0")
+
+
+def _timeouts(request: RunRequest, backends: Sequence[BackendPlan]) -> dict[str, float]:
+    """Seconds per live backend: --timeout 600 (all), --timeout onnxrt:30 (every onnxrt) or onnxrt#2:30 (one)."""
+    values = parse_per_output("--timeout", request.timeout, DEFAULT_TIMEOUT_SECONDS, seconds)
+    known = list(dict.fromkeys([b.name for b in backends] + [b.spec.name for b in backends]))
+    check_names("--timeout", values.overrides, known, "backends of this run")
+    return {b.name: values.overrides.get(b.name, values.overrides.get(b.spec.name, values.default))
+            for b in backends}
 
 
 def _loader_name(request: RunRequest) -> str:

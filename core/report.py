@@ -60,8 +60,8 @@ class TextReporter:
     def non_finite(self, finding: NonFinite) -> None:
         self.echo(f"INVALID {finding} (--validate)")
 
-    def summary(self, result: RunResult) -> None:
-        self.echo("Summary")
+    def summary(self, result: RunResult, interrupted: bool = False) -> None:
+        self.echo("Summary (interrupted: what finished)" if interrupted else "Summary")
         by_pair: dict[tuple[str, str], list[PairResult]] = {}
         for pair in result.pairs:
             by_pair.setdefault((pair.backend, pair.reference), []).append(pair)
@@ -77,6 +77,8 @@ class TextReporter:
             self.echo("  stopped at the first mismatch (--fail-fast)")
         for name, error in result.failures.items():
             self.echo(f"  {name}: FAILED during {error.phase}: {error.detail}")
+        if interrupted:
+            return
         code = exit_code(result)
         verdict = {EXIT_PASSED: "PASSED", EXIT_MISMATCH: "FAILED (mismatch)",
                    EXIT_BACKEND_FAILED: "FAILED (backend failure)"}[code]

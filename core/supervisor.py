@@ -16,7 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -102,17 +102,19 @@ def send(worker: Worker, message: dict[str, Any], phase: str) -> None:
         _fail_dead(worker, phase)
 
 
-def wait_replies(workers: Iterable[Worker], expect: str, phase: str, timeout: float,
+def wait_replies(workers: Iterable[Worker], expect: str, phase: str, timeout: float | Mapping[str, float],
                  request_ids: dict[str, int] | None = None) -> dict[str, dict[str, Any] | BackendError]:
     """Wait until each worker answers with op ``expect`` (or fails); return name -> message or error.
 
-    A worker that dies, sends an ``error``, breaks the protocol or misses the deadline gets a BackendError
-    (and is stopped); the others are still waited for.
+    ``timeout`` is in seconds, for all workers or per worker name. A worker that dies, sends an ``error``,
+    breaks the protocol or misses its deadline gets a BackendError (and is stopped); the others are still
+    waited for.
     """
     workers = list(workers)
     pending = {w.name: w for w in workers if w.alive}
     results: dict[str, dict[str, Any] | BackendError] = {w.name: w.failure for w in workers if not w.alive}
-    deadline = time.monotonic() + timeout
+    started = time.monotonic()
+    limits = {name: timeout if isinstance(timeout, (int, float)) else timeout[name] for name in pending}
     selector = selectors.DefaultSelector()
     for worker in pending.values():
         selector.register(worker.from_worker, selectors.EVENT_READ, (worker, "pipe"))
@@ -129,14 +131,16 @@ def wait_replies(workers: Iterable[Worker], expect: str, phase: str, timeout: fl
                     _unregister(selector, pending.pop(name))
             if not pending:
                 break
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                for worker in pending.values():
-                    worker.failure = BackendTimeout(worker.name, phase, timeout)
-                    stop(worker)
-                    results[worker.name] = worker.failure
+            now = time.monotonic()
+            for name, worker in list(pending.items()):
+                if now - started >= limits[name]:
+                    _fail_late(worker, phase, limits[name])
+                    results[name] = worker.failure
+                    _unregister(selector, pending.pop(name))
+            if not pending:
                 break
-            for key, _ in selector.select(remaining):
+            remaining = min(started + limits[name] for name in pending) - now
+            for key, _ in selector.select(max(remaining, 0)):
                 worker, kind = key.data
                 if kind == "exit":
                     worker.exited = True
@@ -145,6 +149,16 @@ def wait_replies(workers: Iterable[Worker], expect: str, phase: str, timeout: fl
     finally:
         selector.close()
     return results
+
+
+def _fail_late(worker: Worker, phase: str, seconds: float) -> None:
+    """Past its deadline: stop it; a frame left half-written is a protocol error, anything else a timeout."""
+    stop(worker)
+    if worker.decoder.pending:
+        worker.failure = BackendError(worker.name, phase, f"protocol error: truncated frame ({worker.decoder.pending}"
+                                                          f" bytes, then nothing for {seconds:g} s); worker stopped")
+    else:
+        worker.failure = BackendTimeout(worker.name, phase, seconds)
 
 
 def _take_reply(worker: Worker, expect: str, phase: str, request_id: int | None) -> Any:

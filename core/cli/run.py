@@ -24,6 +24,7 @@ MULTI_VALUE = {
     "--atol": _per_output_number,
     "--rtol": _per_output_number,
     "--error-quantile": _per_output_number,
+    "--timeout": _per_output_number,
     "--check-error-stat": lambda w: ":" in w or w in CHECK_STATS,
     "--input-shapes": lambda w: ":" in w and "[" in w,
     "--val-range": lambda w: "[" in w,
@@ -114,8 +115,10 @@ def build_run_command(plugins: PluginSet) -> click.Command:
                       help="write every pair, iteration and output with verdicts and statistics as JSON"),
         GroupedOption(["--junit"], metavar="PATH", group=REPORTS,
                       help="write a JUnit XML report: one test case per pair and output"),
-        GroupedOption(["--timeout"], type=float, default=600.0, show_default=True, metavar="SECONDS",
-                      group=EXECUTION, help="limit for each backend's load and each inference"),
+        GroupedOption(["--timeout"], multiple=True, metavar="[BACKEND:]SECONDS", group=EXECUTION,
+                      help="limit for each load and each inference; BACKEND:SECONDS for one backend (a name like "
+                           "onnxrt, or onnxrt#2) [default: 600]. A backend past it is stopped (SIGTERM, then SIGKILL "
+                           "2 s later) and reported; the others go on"),
         GroupedOption(["-p", "--plugin", "plugin_args"], multiple=True, metavar="MODULE", group=EXECUTION,
                       help="load a plugin module here and in every worker (also CMPX_PLUGINS=a,b); "
                            "-p no:NAME blocks plugin NAME"),
@@ -166,12 +169,16 @@ def _run(plugins: PluginSet, values: dict[str, Any]) -> int:
     values.pop("plugin_args")
     request = dataclasses.replace(request, backend_options=values)  # what is left are the backends' own options
     plan, feeds = build_plan(request, plugins, settings, warn=lambda m: click.echo(f"warning: {m}", err=True))
-    from cmpx.execution import execute  # numpy and the workers' machinery load only once the run is valid
+    from cmpx.execution import RunInterrupted, execute  # numpy and the workers' machinery: only for valid runs
     from cmpx.report import TextReporter, exit_code
 
     reporter = TextReporter(click.echo, debug=debug)
     reporter.started(plan)
-    result = execute(plan, feeds, reporter)
+    try:
+        result = execute(plan, feeds, reporter)
+    except RunInterrupted as interrupted:
+        reporter.summary(interrupted.result, interrupted=True)
+        raise
     reporter.summary(result)
     code = exit_code(result)
     if report_json:

@@ -14,7 +14,9 @@ import time
 import cmpx
 
 PHASES = ("load", "infer")
-KINDS = ("raise", "segfault", "abort", "exit", "sigkill", "memory", "hang", "drop-output", "garbage")
+KINDS = ("raise", "segfault", "abort", "exit", "sigkill", "memory", "hang", "hang-ignoring-sigterm", "drop-output",
+         "garbage", "truncated-frame", "truncated-frame-exit", "oversized-frame")
+STAMP_ENV = "CMPX_TEST_FAULT_STAMP"  # a file that gets the time just before the fault
 
 
 class FaultyBackend(cmpx.Backend):
@@ -26,7 +28,9 @@ class FaultyBackend(cmpx.Backend):
         self.names = [o.name for o in self.session.get_outputs()]
 
     def infer(self, feeds):
-        self._fault("infer")
+        self.calls = getattr(self, "calls", 0) + 1
+        if self.calls > int(self.options.get("after") or 0):
+            self._fault("infer")
         outputs = dict(zip(self.names, self.session.run(self.names, feeds)))
         if self.options.get("fault") == "infer:drop-output":
             outputs.pop(self.names[-1])
@@ -38,6 +42,10 @@ class FaultyBackend(cmpx.Backend):
         if fault_phase != phase:
             return
         print(f"faulty backend: injecting {kind} during {phase}", file=sys.stderr, flush=True)
+        if os.environ.get(STAMP_ENV):
+            with open(os.environ[STAMP_ENV], "w") as stamp:
+                stamp.write(repr(time.time()))
+        out = int(sys.argv[2])  # the worker's frame pipe (python -m cmpx.worker FD_IN FD_OUT PID)
         if kind == "raise":
             raise RuntimeError(f"injected failure during {phase}")
         if kind == "segfault":
@@ -52,8 +60,19 @@ class FaultyBackend(cmpx.Backend):
             raise MemoryError("injected out-of-memory")
         if kind == "hang":
             time.sleep(3600)
+        if kind == "hang-ignoring-sigterm":
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            time.sleep(3600)
         if kind == "garbage":
-            os.write(int(sys.argv[2]), b"\x00\x00\x00\x05garbage-not-msgpack")
+            os.write(out, b"\x00\x00\x00\x05garbage-not-msgpack")
+        if kind.startswith("truncated-frame"):
+            os.write(out, b"\x00\x00\x01\x00" + b"\x81" * 10)  # announces 256 bytes, sends 10
+            if kind == "truncated-frame-exit":
+                os._exit(0)
+            time.sleep(3600)
+        if kind == "oversized-frame":
+            os.write(out, b"\x7f\xff\xff\xff")
+            time.sleep(3600)
 
 
 @cmpx.hookimpl
@@ -61,4 +80,5 @@ def register_backends(registry):
     choices = tuple(f"{phase}:{kind}" for phase in PHASES for kind in KINDS) + ("none",)
     registry.add("faulty", "cmpx_test_faulty:FaultyBackend", description="ONNX Runtime with injected faults",
                  options=[cmpx.BackendOption("fault", help="PHASE:KIND fault to inject", default="none",
-                                             choices=choices)])
+                                             choices=choices),
+                          cmpx.BackendOption("after", help="inferences to run before an infer fault", default="0")])

@@ -1,0 +1,98 @@
+"""Every malformed input gets a short error (one or two lines) that names the problem and the fix, exit code 2,
+before any backend starts, and no traceback unless --debug."""
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+EXAMPLE = str(Path(__file__).resolve().parent.parent / "examples" / "models" / "conv.onnx")
+OK = ("--backend", "onnxrt", "--backend", "onnxref")
+
+
+@pytest.fixture
+def files(tmp_path):
+    """Broken things on disk, made once per test."""
+    data = Path(EXAMPLE).read_bytes()
+    made = {"empty.onnx": b"", "truncated.onnx": data[: len(data) // 2], "text.onnx": b"hello, I am not a model\n",
+            "garbage.bin": bytes(range(256)) * 4, "bad.json": b'{"lst": [[1, 2]], "polygraphy_class": "RunResults"}'}
+    for name, content in made.items():
+        (tmp_path / name).write_bytes(content)
+    (tmp_path / "raises.py").write_text("def load_data():\n    raise ValueError('broken source')\n    yield\n")
+    (tmp_path / "wrong.py").write_text("import numpy as np\ndef load_data():\n    yield {'x': np.zeros(3)}\n")
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "keep").write_text("")
+    return tmp_path
+
+
+CASES = [
+    # model files
+    ("{tmp}/missing.onnx", OK, "model file not found"),
+    ("{tmp}/empty.onnx", OK, "model file is empty"),
+    ("{tmp}/truncated.onnx", OK, "not a valid ONNX model"),
+    ("{tmp}/text.onnx", OK, "not a valid ONNX model"),
+    ("{tmp}", OK, "model path is a directory"),
+    # backends
+    (EXAMPLE, ("--backend", "nope", "--backend", "onnxrt"), "unknown backend 'nope'; available: onnxref, onnxrt"),
+    (EXAMPLE, ("--backend", "onnxrt"), "give at least two --backend"),
+    (EXAMPLE, (*OK, "--reference", "trt"), "--reference 'trt' is not one of this run's backends: onnxrt, onnxref"),
+    # input shapes
+    (EXAMPLE, (*OK, "--input-shapes", "X:3x128"), "the accepted form is NAME:[D0,D1,...]"),
+    (EXAMPLE, (*OK, "--input-shapes", "Q:[1,3,8,8]"), "'Q' is not one of the model inputs: X"),
+    (EXAMPLE, (*OK, "--input-shapes", "X:[1,3,8]"), "has rank 4"),
+    (EXAMPLE, (*OK, "--input-shapes", "X:[1,4,8,8]"), "dimension 1 is fixed to 3"),
+    (EXAMPLE, (*OK, "--input-shapes", "X:[1,-3,8,8]"), "dimension -3 of X is negative"),
+    # tolerances and checks
+    (EXAMPLE, (*OK, "--atol", "abc"), "--atol: 'abc': 'abc' is not a number"),
+    (EXAMPLE, (*OK, "--rtol", "-1"), "is not a tolerance; give a number of 0 or more"),
+    (EXAMPLE, (*OK, "--atol", "out9:1e-3"), "--atol: 'out9' is not one of the model outputs: Y, Z"),
+    (EXAMPLE, (*OK, "--check-error-stat", "maximum"), "'maximum' is not a check; use one of elemwise"),
+    (EXAMPLE, (*OK, "--check-error-stat", "W:max"), "'W' is not one of the model outputs"),
+    (EXAMPLE, (*OK, "--error-quantile", "1.5"), "is not a quantile; give a number from 0 to 1"),
+    (EXAMPLE, (*OK, "--error-quantile", "Y:-0.1"), "is not a quantile"),
+    (EXAMPLE, (*OK, "--compare", "bogus"), "--compare: unknown metric 'bogus'"),
+    (EXAMPLE, (*OK, "--cosine-threshold", "high"), "'high' is not a number"),
+    # data
+    (EXAMPLE, (*OK, "--iterations", "0"), "run at least 1 iteration"),
+    (EXAMPLE, (*OK, "--iterations", "many"), "'many' is not a valid integer"),
+    (EXAMPLE, (*OK, "--seed", "-1"), "--seed -1 is out of range"),
+    (EXAMPLE, (*OK, "--seed", "99999999999"), "is out of range"),
+    (EXAMPLE, (*OK, "--val-range", "[1,0]"), "LOW must be a number not above HIGH"),
+    (EXAMPLE, (*OK, "--val-range", "X:[a,1]"), "'a' in 'X:[a,1]' is not a number"),
+    (EXAMPLE, (*OK, "--val-range", "Q:[0,1]"), "--val-range: 'Q' is not one of the model inputs"),
+    (EXAMPLE, (*OK, "--load-inputs", "{tmp}/nothing"), "no such file or directory"),
+    (EXAMPLE, (*OK, "--load-inputs", "{tmp}/garbage.bin"), "not a cmpx run directory"),
+    (EXAMPLE, (*OK, "--load-outputs", "{tmp}/bad.json"), "damaged Polygraphy RunResults"),
+    (EXAMPLE, (*OK, "--data-loader-script", "{tmp}/raises.py"), "load_data() raised ValueError: broken source"),
+    (EXAMPLE, (*OK, "--data-loader-script", "{tmp}/wrong.py"), "'x' is not a model input; the inputs are: X"),
+    (EXAMPLE, (*OK, "--data-loader", "csv"), "--data-loader 'csv' is not registered"),
+    (EXAMPLE, (*OK, "--save-outputs", "{tmp}/full"), "already exists and is not an empty directory"),
+    # plugins and execution
+    (EXAMPLE, (*OK, "-p", "cmpx_test_import_error"), "plugin 'cmpx_test_import_error' (from -p / CMPX_PLUGINS) "
+                                                     "failed to load: ModuleNotFoundError"),
+    (EXAMPLE, (*OK, "--timeout", "-1"), "--timeout: '-1': '-1': give a number of seconds above 0"),
+    (EXAMPLE, (*OK, "--timeout", "0"), "give a number of seconds above 0"),
+    (EXAMPLE, (*OK, "--atoll", "1"), "No such option '--atoll'. (Did you mean one of: '--atol'"),
+]
+
+
+@pytest.mark.parametrize("model, args, message", CASES, ids=[f"{i}-{c[2][:30]}" for i, c in enumerate(CASES)])
+def test_bad_input_is_a_short_error_with_exit_2(run_cli, files, model, args, message):
+    fill = lambda text: text.replace("{tmp}", str(files))  # noqa: E731
+    result = run_cli("run", fill(model), *map(fill, args))
+    assert result.exit_code == 2, result.output
+    assert message in result.output, result.output
+    lines = result.output.strip().splitlines()
+    assert 1 <= len(lines) <= 2, lines
+    assert lines[0].startswith("Error: ")
+    assert "Traceback" not in result.output and "loaded" not in result.output
+
+
+def test_there_are_at_least_thirty_cases():
+    assert len(CASES) >= 30
+
+
+def test_debug_shows_the_traceback(run_cli, files):
+    result = run_cli("run", str(files / "text.onnx"), *OK, "--debug")
+    assert result.exit_code == 2
+    assert "Traceback" in result.output and "not a valid ONNX model" in result.output
