@@ -134,7 +134,11 @@ def exponent_histogram(counts: np.ndarray, float_bits: int, max_bins: int = 8) -
         width = max(1, math.ceil((last - first + 1) / max_bins))
         for start in range(first, last + 1, width):
             stop = min(start + width, last + 1)
-            rows.append((2.0 ** (start - bias), 2.0 ** (stop - bias), int(per_exponent[start:stop].sum())))
+            rows.append((_power_of_two(start - bias), _power_of_two(stop - bias), int(per_exponent[start:stop].sum())))
     if special:
         rows.append((math.inf, math.nan, special))
     return rows
+
+
+def _power_of_two(exponent: int) -> float:
+    return math.inf if exponent > 1023 else 2.0 ** exponent

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 
@@ -11,11 +11,14 @@ class Backend:
 
     The smallest backend implements :meth:`load` and :meth:`infer`. ``self.options`` holds the values of
     the options the backend declared when it was registered (``--<backend>-<option>`` on the command line),
-    keyed by option name.
+    keyed by option name. A backend registered with ``supports_marking=True`` finds in ``self.marked``, before
+    :meth:`load`, the names of intermediate tensors to return from :meth:`infer` besides the model's outputs
+    (``--onnx-outputs``, ``--mark-all``); :func:`cmpx.graph.exposed_model` makes the ONNX graph that does so.
     """
 
     def __init__(self, options: Mapping[str, Any] | None = None):
         self.options: dict[str, Any] = dict(options or {})
+        self.marked: Sequence[str] = ()
 
     def load(self, model_path: str) -> None:
         """Load (and build, compile...) the model at ``model_path``; called once before any inference."""

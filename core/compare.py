@@ -95,14 +95,27 @@ class OutputResult:
         return not self.failed_early and all(m.passed for m in self.metrics)
 
 
+@dataclass(frozen=True)
+class Divergence:
+    """The first tensor, in graph order, that fails while every compared tensor it is computed from passes."""
+
+    tensor: str
+    node: str
+    op_type: str
+    result: OutputResult
+
+
 @dataclass
 class PairResult:
-    """One backend compared against its reference backend, in one iteration."""
+    """One backend compared against its reference backend, in one iteration. ``unmatched`` lists intermediate
+    tensors that only one side produced (not failures); ``first_divergence`` is set when tensors were marked."""
 
     backend: str
     reference: str
     iteration: int
     outputs: list[OutputResult] = field(default_factory=list)
+    unmatched: list[tuple[str, str]] = field(default_factory=list)  # (tensor, the side that has it)
+    first_divergence: Divergence | None = None
 
     @property
     def passed(self) -> bool:

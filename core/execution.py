@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from cmpx import shm, supervisor
-from cmpx.compare import PairResult, compare_outputs
+from cmpx.compare import OutputResult, PairResult, compare_output
+from cmpx.divergence import first_divergence
 from cmpx.errors import BackendError
 from cmpx.feeds import feeds_digest
 from cmpx.pairing import comparison_pairs
@@ -119,6 +120,7 @@ def _start_and_load(run: _Run) -> None:
         ids[backend.name] = worker.next_id()
         supervisor.send(worker, {"op": "load", "id": ids[backend.name], "backend": backend.spec.name,
                                  "options": dict(backend.options), "model": plan.model.path,
+                                 "mark": list(plan.mark) if backend.spec.supports_marking else [],
                                  "plugins": plan.plugin_settings.to_message()}, "load")
     replies = supervisor.wait_replies(run.workers.values(), "ready", "load", plan.timeouts, ids)
     for name, reply in _collect(run, replies).items():
@@ -154,33 +156,95 @@ def _run_iteration(run: _Run, iteration: int, feed: Mapping[str, Any]) -> None:
     if run.inputs_writer is not None:
         run.inputs_writer.add("inputs", iteration, feed, digest)
     with contextlib.ExitStack() as release:
-        outputs = _live_outputs(run, iteration, feed, release)
+        sources: dict[str, TensorSource] = dict(_live_outputs(run, iteration, feed, release))
         for saved in plan.saved_backends:
             if iteration < len(saved.source):
-                outputs[saved.name] = saved.source.load(iteration)
+                sources[saved.name] = TensorSource(saved.source.load(iteration))
                 _check_digest(run, saved, iteration, digest)
             elif ("missing", saved.name) not in run.warned:
                 run.warned.add(("missing", saved.name))
                 run.reporter.warning(f"{saved.name} ({saved.path}) holds {len(saved.source)} iteration(s); it is "
                                      f"left out from iteration {iteration} on")
-        if run.outputs_writer is not None:
-            for backend in plan.backends:
-                if backend.name in outputs:
-                    run.outputs_writer.add(backend.name, iteration, outputs[backend.name], digest)
-        if plan.validate:
-            for name, tensors in outputs.items():
-                for finding in find_non_finite(name, tensors):
-                    run.result.non_finite.append(finding)
-                    run.reporter.non_finite(finding)
-        for backend, reference in comparison_pairs([n for n in plan.names if n in outputs], plan.reference):
-            pair = compare_outputs(backend, reference, iteration, outputs[backend], outputs[reference],
-                                   plan.comparison)
-            run.result.pairs.append(pair)
-            run.reporter.pair_compared(pair)
-            if plan.comparison.fail_fast and not pair.passed:
+        order = [name for name in plan.names if name in sources]
+        pairs = [PairResult(b, r, iteration) for b, r in comparison_pairs(order, plan.reference)]
+        live = {b.name for b in plan.backends}
+        for tensor in dict.fromkeys(t for name in order for t in sources[name].names):
+            arrays = {name: sources[name].load(tensor) for name in order if tensor in sources[name].names}
+            for name, array in arrays.items():
+                if name in live and run.outputs_writer is not None:
+                    run.outputs_writer.tensor(name, iteration, tensor, array)
+                if plan.validate:
+                    for finding in find_non_finite(name, {tensor: array}):
+                        run.result.non_finite.append(finding)
+                        run.reporter.non_finite(finding)
+            stop = _compare_tensor(plan, pairs, tensor, arrays)
+            del arrays
+            for name in order:
+                sources[name].release(tensor)
+            if stop:
                 run.result.stopped_early = True
                 break
-        outputs.clear()
+        if run.outputs_writer is not None:
+            run.outputs_writer.finish_iteration(iteration, digest)
+    for pair in pairs:
+        if plan.graph is not None:
+            pair.first_divergence = first_divergence(plan.graph, {o.output: o for o in pair.outputs})
+        run.result.pairs.append(pair)
+        run.reporter.pair_compared(pair)
+
+
+def _compare_tensor(plan: RunPlan, pairs: list[PairResult], tensor: str, arrays: Mapping[str, Any]) -> bool:
+    """Compare one tensor in every pair; return True if --fail-fast should stop the run."""
+    for pair in pairs:
+        if pair.backend in arrays and pair.reference in arrays:
+            pair.outputs.append(compare_output(tensor, arrays[pair.backend], arrays[pair.reference],
+                                               plan.comparison))
+        elif pair.backend in arrays or pair.reference in arrays:
+            side = pair.backend if pair.backend in arrays else pair.reference
+            missing = pair.reference if side == pair.backend else pair.backend
+            if tensor in plan.required_outputs:
+                pair.outputs.append(OutputResult(tensor, note=f"missing in {missing}", failed_early=True))
+            else:
+                pair.unmatched.append((tensor, side))
+                continue
+        else:
+            continue
+        if plan.comparison.fail_fast and not pair.outputs[-1].passed:
+            return True
+    return False
+
+
+class TensorSource:
+    """One backend's tensors of one iteration, loaded one at a time. Saved ones are memory-mapped arrays;
+    live ones are shared-memory segments written by the worker, attached when asked for and unlinked as soon
+    as they are released, so the coordinator holds only the tensors being compared."""
+
+    def __init__(self, arrays: Mapping[str, Any] | None = None,
+                 descriptors: Mapping[str, Mapping[str, Any]] | None = None):
+        self._arrays = dict(arrays or {})
+        self._descriptors = dict(descriptors or {})
+        self._attached: dict[str, shm.Segment] = {}
+        self.names = list(self._arrays) or list(self._descriptors)
+
+    def load(self, name: str) -> Any:
+        if name in self._arrays:
+            return self._arrays[name]
+        descriptor = self._descriptors[name]
+        segment = shm.Segment.attach(descriptor["segment"])
+        self._attached[name] = segment
+        return shm.read_tensors([descriptor], {segment.name: segment})[name]
+
+    def release(self, name: str) -> None:
+        self._arrays.pop(name, None)
+        segment = self._attached.pop(name, None)
+        if segment is not None:
+            segment.close()
+        if name in self._descriptors:
+            shm.unlink(self._descriptors[name]["segment"])
+
+    def release_all(self) -> None:
+        for name in list(self._attached) + list(self._descriptors):
+            self.release(name)
 
 
 def _check_digest(run: _Run, saved: Any, iteration: int, digest: str | None) -> None:
@@ -192,28 +256,28 @@ def _check_digest(run: _Run, saved: Any, iteration: int, digest: str | None) -> 
 
 
 def _live_outputs(run: _Run, iteration: int, feed: Mapping[str, Any],
-                  release: contextlib.ExitStack) -> dict[str, dict[str, Any]]:
-    """Each live backend's outputs for ``feed``, as views of shared memory valid until ``release`` closes."""
+                  release: contextlib.ExitStack) -> dict[str, TensorSource]:
+    """Each live backend's outputs for ``feed``, left in shared memory until loaded and released."""
     alive = {name: w for name, w in run.workers.items() if w.alive}
     if not alive:
         return {}
     input_segment, descriptors = shm.write_tensors(f"{run.prefix}in{iteration}", feed)
     release.callback(shm.unlink, input_segment.name)
     release.callback(input_segment.close)
-    ids, out_segments = {}, {}
+    ids, prefixes = {}, {}
     for index, (name, worker) in enumerate(run.workers.items()):
         if name in alive:
             ids[name] = worker.next_id()
-            out_segments[name] = f"{run.prefix}out{iteration}-{index}"
-            release.callback(shm.unlink, out_segments[name])
+            prefixes[name] = f"{run.prefix}out{iteration}-{index}"
+            release.callback(shm.sweep, prefixes[name] + "-")  # whatever a crash or an early stop left behind
             supervisor.send(worker, {"op": "infer", "id": ids[name], "inputs": descriptors,
-                                     "out_segment": out_segments[name]}, "infer")
+                                     "out_prefix": prefixes[name]}, "infer")
     replies = _collect(run, supervisor.wait_replies(alive.values(), "result", "infer", run.plan.timeouts, ids))
-    outputs = {}
+    sources = {}
     for name in run.workers:  # command-line order
         if name in replies:
-            segment = shm.Segment.attach(out_segments[name])
-            release.callback(segment.close)
-            outputs[name] = shm.read_tensors(replies[name]["outputs"], {segment.name: segment})
+            source = TensorSource(descriptors={d["name"]: d for d in replies[name]["outputs"]})
+            release.callback(source.release_all)
+            sources[name] = source
             run.result.infer_seconds.setdefault(name, []).append(replies[name]["seconds"])
-    return outputs
+    return sources

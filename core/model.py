@@ -77,11 +77,11 @@ def _spec(value, path: str) -> TensorSpec:  # value: onnx.ValueInfoProto
         raise ModelError(f"{value.name!r} in {path} has ONNX element type {elem}, which cmpx does not know")
     shape = None
     if tensor_type.HasField("shape"):
-        shape = tuple(_dim(d) for d in tensor_type.shape.dim)
+        shape = tuple(dim_value(d) for d in tensor_type.shape.dim)
     return TensorSpec(value.name, ONNX_TO_NUMPY[elem], shape)
 
 
-def _dim(dim) -> Dim:
+def dim_value(dim) -> Dim:
     if dim.HasField("dim_value"):
         return int(dim.dim_value) if dim.dim_value >= 0 else None
     if dim.HasField("dim_param"):

@@ -44,6 +44,14 @@ class RunPlan:
     save_inputs: str | None = None
     save_outputs: str | None = None
     iterations: int | None = None  # known in advance for synthetic data and saved-only comparisons
+    mark: Sequence[str] = ()  # intermediate tensors exposed by backends that support marking
+    graph: Any = None  # the model's cmpx.graph.TensorGraph when tensors are marked (for the first divergence)
+    show_unmatched: bool = False
+
+    @property
+    def required_outputs(self) -> frozenset[str]:
+        """Tensors every backend must produce: the model's outputs (a marked tensor may be absent on one side)."""
+        return frozenset(spec.name for spec in self.model.outputs) if self.model else frozenset()
 
     @property
     def names(self) -> list[str]:

@@ -53,6 +53,10 @@ class RunRequest:
     infinities_compare_equal: bool = False
     validate: bool = False
     fail_fast: bool = False
+    onnx_outputs: Sequence[str] = ()
+    onnx_exclude_outputs: Sequence[str] = ()
+    mark_all: bool = False
+    show_unmatched: bool = False
     timeout: Sequence[str] = ()  # SECONDS, or BACKEND:SECONDS for one backend
     backend_options: Mapping[str, Any] = field(default_factory=dict)  # click param name -> value
 
@@ -92,9 +96,14 @@ def build_plan(request: RunRequest, plugins: PluginSet, settings: PluginSettings
         raise UsageError(f"cmpx run compares backends: give at least two --backend or --load-outputs (got "
                          f"{len(names)}); available backends: {', '.join(plugins.backends.names())}")
     check_reference(request.reference, names)
-    output_names = [s.name for s in model.outputs] if model else _saved_output_names(saved)
+    graph, mark = _marking(request, model, bool(saved))
+    if mark and not any(spec.supports_marking for spec in specs):
+        warn(f"no backend of this run can mark tensors ({', '.join(sorted(set(request.backends)))}); only the "
+             "model's outputs are compared")
+    output_names = ([s.name for s in model.outputs] + list(mark)) if model else _saved_output_names(saved)
     for option, values in per_output_options.items():
-        check_names(option, values.overrides, output_names, "model outputs" if model else "saved outputs")
+        check_names(option, values.overrides, output_names,
+                    ("model outputs" + (" and marked tensors" if mark else "")) if model else "saved outputs")
 
     feeds, inputs, iterations = None, (), None
     if model is not None and specs:
@@ -117,8 +126,34 @@ def build_plan(request: RunRequest, plugins: PluginSet, settings: PluginSettings
                                  f"{len(backend.source)}")
     plan = RunPlan(model, inputs, backends, request.reference, comparison, timeouts, settings,
                    validate=request.validate, saved_backends=saved, save_inputs=request.save_inputs,
-                   save_outputs=request.save_outputs, iterations=iterations)
+                   save_outputs=request.save_outputs, iterations=iterations, mark=mark, graph=graph,
+                   show_unmatched=request.show_unmatched)
     return plan, feeds
+
+
+def _marking(request: RunRequest, model: ModelInfo | None, has_saved: bool) -> tuple[Any, list[str]]:
+    """The model's tensor graph (for the first divergence) and the intermediate tensors to mark."""
+    wants_marks = bool(request.onnx_outputs or request.mark_all)
+    if request.onnx_exclude_outputs and not wants_marks:
+        raise UsageError("--onnx-exclude-outputs needs --onnx-outputs or --mark-all")
+    if model is None:
+        if wants_marks:
+            raise UsageError("marking tensors needs a MODEL: cmpx run MODEL --backend ... --mark-all")
+        return None, []
+    if not (wants_marks or has_saved):
+        return None, []
+    from cmpx.graph import load_structure, tensor_graph
+    from cmpx.marking import expand_words, select_tensors
+
+    graph = tensor_graph(load_structure(model.path))
+    if not wants_marks:
+        return graph, []
+    words = expand_words("--onnx-outputs", request.onnx_outputs) + (["*"] if request.mark_all else [])
+    exclude = expand_words("--onnx-exclude-outputs", request.onnx_exclude_outputs)
+    outputs = {spec.name for spec in model.outputs}
+    selected = select_tensors("--onnx-outputs", words, exclude, graph.markable(),
+                             hint=f"list them with: cmpx tensors {model.path}")
+    return graph, [name for name in selected if name not in outputs]
 
 
 def _check_scalars(request: RunRequest) -> None:

@@ -32,11 +32,18 @@ def exit_code(result: RunResult) -> int:
 class TextReporter:
     echo: Callable[[str], None]
     debug: bool = False
+    model_outputs: frozenset[str] = frozenset()  # with marking, other tensors get one line each
+    marking: bool = False
+    show_unmatched: bool = False
 
     def started(self, plan: RunPlan) -> None:
         model = plan.model.path if plan.model else "saved runs"
         iterations = f"{plan.iterations} iteration(s)" if plan.iterations else "iterations: all the data"
-        self.echo(f"cmpx {__version__} | {model} | backends: {', '.join(plan.names)} | {iterations}")
+        marked = f" | {len(plan.mark)} marked tensor(s)" if plan.mark else ""
+        self.echo(f"cmpx {__version__} | {model} | backends: {', '.join(plan.names)} | {iterations}{marked}")
+        self.model_outputs = plan.required_outputs
+        self.marking = plan.graph is not None
+        self.show_unmatched = plan.show_unmatched
 
     def warning(self, message: str) -> None:
         self.echo(f"warning: {message}")
@@ -54,8 +61,26 @@ class TextReporter:
     def pair_compared(self, pair: PairResult) -> None:
         self.echo(f"[iteration {pair.iteration}] {pair.backend} vs {pair.reference} (reference)")
         for output in pair.outputs:
-            for line in format_output(output):
+            intermediate = self.marking and output.output not in self.model_outputs
+            for line in format_output(output, details=not intermediate):
                 self.echo("  " + line)
+        if pair.unmatched:
+            sides = sorted({side for _, side in pair.unmatched})
+            self.echo(f"  {len(pair.unmatched)} marked tensor(s) only in {' or '.join(sides)}, not compared"
+                      + ("" if self.show_unmatched else " (--show-unmatched lists them)"))
+            if self.show_unmatched:
+                for tensor, side in pair.unmatched:
+                    self.echo(f"    {tensor} (only in {side})")
+        divergence = pair.first_divergence
+        if divergence is not None:
+            where = ", ".join(p for p in (divergence.node, divergence.op_type) if p)
+            first = divergence.result.metrics[0].summary if divergence.result.metrics else divergence.result.note
+            self.echo(f"  first divergence: {divergence.tensor} ({where}): {first}")
+            for line in format_output(divergence.result)[1:]:
+                self.echo("  " + line)
+        elif self.marking and not pair.passed:
+            self.echo("  first divergence: none found among the compared tensors (the failing ones are not "
+                      "computed from compared tensors that pass)")
 
     def non_finite(self, finding: NonFinite) -> None:
         self.echo(f"INVALID {finding} (--validate)")
@@ -86,7 +111,7 @@ class TextReporter:
                   f"| exit {code}")
 
 
-def format_output(output: OutputResult) -> list[str]:
+def format_output(output: OutputResult, details: bool = True) -> list[str]:
     """One line per metric, ``STATUS  NAME: finding [criterion]``, each followed by its detail lines."""
     if output.failed_early:
         return [f"FAILED  {output.output}: {output.note}"]
@@ -94,7 +119,8 @@ def format_output(output: OutputResult) -> list[str]:
     for metric in output.metrics:
         status = "PASSED" if metric.passed else "FAILED"
         lines.append(f"{status}  {output.output}: {metric.summary} [{metric.criterion}]")
-        lines += [DETAIL_INDENT + detail for detail in metric.details]
+        if details:
+            lines += [DETAIL_INDENT + detail for detail in metric.details]
     if output.note:
         lines.append(DETAIL_INDENT + output.note)
     return lines

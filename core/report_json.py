@@ -58,7 +58,14 @@ def pair_summaries(result: RunResult) -> list[dict[str, Any]]:
 
 
 def _pair(pair: PairResult) -> dict[str, Any]:
-    return {"iteration": pair.iteration, "passed": pair.passed, "outputs": [
+    divergence = pair.first_divergence
+    return {"iteration": pair.iteration, "passed": pair.passed,
+            "first_divergence": None if divergence is None else {
+                "tensor": divergence.tensor, "node": divergence.node, "op_type": divergence.op_type,
+                "metrics": [{"metric": m.metric, "summary": m.summary, "data": dict(m.data)}
+                            for m in divergence.result.metrics]},
+            "unmatched": [{"tensor": tensor, "only_in": side} for tensor, side in pair.unmatched],
+            "outputs": [
         {"name": o.output, "passed": o.passed, "note": o.note or None, "metrics": [
             {"metric": m.metric, "passed": m.passed, "criterion": m.criterion, "summary": m.summary,
              "value": m.value, "data": dict(m.data)} for m in o.metrics]} for o in pair.outputs]}

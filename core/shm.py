@@ -145,6 +145,21 @@ def write_tensors(segment_name: str, arrays: Mapping[str, np.ndarray]) -> tuple[
     return segment, descriptors
 
 
+def write_each(prefix: str, arrays: Mapping[str, np.ndarray]) -> list[dict[str, Any]]:
+    """One segment per tensor, named ``<prefix>-<k>``, so that the coordinator can read, compare and release
+    the tensors one at a time; returns their descriptors. The segments are closed (not unlinked) here."""
+    descriptors = []
+    for number, (name, array) in enumerate(arrays.items()):
+        segment_name = f"{prefix}-{number}"
+        segment = Segment.create(segment_name, array.nbytes)
+        try:
+            np.copyto(segment.view(array.dtype, array.shape, 0), array, casting="no")
+        finally:
+            segment.close()
+        descriptors.append(describe(name, segment_name, 0, array))
+    return descriptors
+
+
 def describe(name: str, segment: str, offset: int, array: np.ndarray) -> dict[str, Any]:
     return {"name": name, "segment": segment, "offset": offset, "dtype": array.dtype.name,
             "shape": list(array.shape)}

@@ -16,12 +16,19 @@ def _model(nodes, inputs, outputs, initializers=()):
     return model
 
 
-def matmul_chain(layers: int = 3, size: int = 8, seed: int = 0) -> onnx.ModelProto:
-    """X[1,size] -> (MatMul, Tanh) x layers -> Y, plus a second output S = ReduceSum(Y)."""
+def matmul_chain(layers: int = 3, size: int = 8, seed: int = 0, perturb: int | None = None) -> onnx.ModelProto:
+    """X[1,size] -> (MatMul, Tanh) x layers -> Y, plus a second output S = ReduceSum(Y).
+
+    Weights are scaled so that activations keep their magnitude through the layers. ``perturb`` shifts one
+    weight of layer ``perturb``: a twin that diverges exactly at MatMul_<perturb>.
+    """
     rng = np.random.default_rng(seed)
     nodes, inits, current = [], [], "X"
     for i in range(layers):
-        inits.append(numpy_helper.from_array((rng.standard_normal((size, size)) / size).astype(np.float32), f"W{i}"))
+        weight = (rng.standard_normal((size, size)) * 1.5 / np.sqrt(size)).astype(np.float32)
+        if i == perturb:
+            weight[0, 0] += 0.25
+        inits.append(numpy_helper.from_array(weight, f"W{i}"))
         nodes.append(helper.make_node("MatMul", [current, f"W{i}"], [f"mm{i}"], name=f"MatMul_{i}"))
         current = f"t{i}" if i < layers - 1 else "Y"
         nodes.append(helper.make_node("Tanh", [f"mm{i}"], [current], name=f"Tanh_{i}"))
@@ -65,3 +72,11 @@ def log_model() -> onnx.ModelProto:
 
 def reciprocal_model() -> onnx.ModelProto:
     return unary("Reciprocal")
+
+
+def save_with_external_data(model: onnx.ModelProto, directory) -> str:
+    """Save with every weight in weights.bin beside the model (as models over 2 GB must be)."""
+    path = str(directory / "model.onnx")
+    onnx.save(model, path, save_as_external_data=True, all_tensors_to_one_file=True, location="weights.bin",
+              size_threshold=0)
+    return path

@@ -8,6 +8,8 @@ import onnxruntime
 from cmpx import Backend
 from cmpx_onnxrt.providers import resolve_providers
 
+EXTERNAL_DATA_FOLDER = "session.model_external_initializers_file_folder_path"
+
 
 class OnnxrtBackend(Backend):
     def load(self, model_path: str) -> None:
@@ -15,7 +17,13 @@ class OnnxrtBackend(Backend):
                                       onnxruntime.get_available_providers())
         options = onnxruntime.SessionOptions()
         options.log_severity_level = 3  # errors only; warnings go to the worker log
-        self.session = onnxruntime.InferenceSession(model_path, sess_options=options, providers=providers)
+        model: str | bytes = model_path
+        if self.marked:  # expose intermediates: the graph in memory, its external weights read from their folder
+            from cmpx.graph import exposed_model, model_directory
+
+            model = exposed_model(model_path, self.marked).SerializeToString()
+            options.add_session_config_entry(EXTERNAL_DATA_FOLDER, model_directory(model_path))
+        self.session = onnxruntime.InferenceSession(model, sess_options=options, providers=providers)
         self.output_names = [output.name for output in self.session.get_outputs()]
 
     def infer(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -117,5 +117,33 @@ def plugins_command() -> None:
     show_plugins(_plugins(click.get_current_context()))
 
 
+@cli.command("tensors")
+@click.argument("model", metavar="MODEL")
+def tensors_command(model: str) -> None:
+    """List the tensors of MODEL that --onnx-outputs can mark: name, producing node, op type, dtype, shape."""
+    from cmpx.graph import load_structure, tensor_graph
+    from cmpx.model import read_model
+
+    info = read_model(model)
+    graph = tensor_graph(load_structure(info.path))
+    markable = set(graph.markable())
+    outputs = set(graph.graph_outputs)
+    rows = [(t.name, t.node or "-", t.op_type, t.dtype or "?", _shape(t.shape),
+             "output" if t.name in outputs else ("" if t.name in markable else "not markable"))
+            for t in graph.tensors]
+    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(TENSOR_COLUMNS)]
+    for row in [TENSOR_COLUMNS, *rows]:
+        click.echo("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+    click.echo(f"{len(markable)} markable tensor(s) of {len(graph.tensors)}; mark them with "
+               f"--onnx-outputs NAME|PATTERN|@FILE or --mark-all")
+
+
+TENSOR_COLUMNS = ("TENSOR", "NODE", "OP", "DTYPE", "SHAPE", "NOTE")
+
+
+def _shape(shape: Any) -> str:
+    return "?" if shape is None else "[" + ",".join("?" if d is None else str(d) for d in shape) + "]"
+
+
 def main() -> None:
     cli.main(prog_name="cmpx")

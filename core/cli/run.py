@@ -30,10 +30,12 @@ MULTI_VALUE = {
     "--val-range": lambda w: "[" in w,
     "--load-inputs": lambda w: not w.endswith(MODEL_SUFFIXES),
     "--load-outputs": lambda w: not w.endswith(MODEL_SUFFIXES),
+    "--onnx-outputs": lambda w: not w.endswith(MODEL_SUFFIXES),
+    "--onnx-exclude-outputs": lambda w: not w.endswith(MODEL_SUFFIXES),
 }
 
-BACKENDS, DATA, COMPARISON, REPORTS, EXECUTION = "Backends", "Data", "Comparison", "Reports", \
-    "Execution and plugins"
+BACKENDS, DATA, COMPARISON, LAYERS, REPORTS, EXECUTION = "Backends", "Data", "Comparison", \
+    "Per-layer comparison", "Reports", "Execution and plugins"
 
 RUN_HELP = """Run MODEL on every --backend with the same inputs and compare their outputs.
 
@@ -111,6 +113,16 @@ def build_run_command(plugins: PluginSet) -> click.Command:
         GroupedOption(["--validate"], is_flag=True, group=COMPARISON,
                       help="fail if any backend's output holds NaN or Inf"),
         GroupedOption(["--fail-fast"], is_flag=True, group=COMPARISON, help="stop at the first mismatching output"),
+        GroupedOption(["--onnx-outputs"], multiple=True, metavar="NAME|PATTERN|@FILE", group=LAYERS,
+                      help="also compare these intermediate tensors (ONNX-based backends): 'mark all' or '*' for "
+                           "every one, names, fnmatch patterns, @file with one per line; see 'cmpx tensors MODEL'"),
+        GroupedOption(["--onnx-exclude-outputs"], multiple=True, metavar="NAME|PATTERN|@FILE", group=LAYERS,
+                      help="leave these out of --onnx-outputs / --mark-all"),
+        GroupedOption(["--mark-all"], is_flag=True, group=LAYERS,
+                      help="compare every intermediate tensor on every backend that can expose them, and report "
+                           "the first diverging layer"),
+        GroupedOption(["--show-unmatched"], is_flag=True, group=LAYERS,
+                      help="list the marked tensors only one backend of a pair produced"),
         GroupedOption(["--report-json"], metavar="PATH", group=REPORTS,
                       help="write every pair, iteration and output with verdicts and statistics as JSON"),
         GroupedOption(["--junit"], metavar="PATH", group=REPORTS,
@@ -164,7 +176,9 @@ def _run(plugins: PluginSet, values: dict[str, Any]) -> int:
         rtol=values.pop("rtol"), check_error_stat=values.pop("check_error_stat"),
         error_quantile=values.pop("error_quantile"), compare=values.pop("compare"), thresholds=thresholds,
         nan_equal=values.pop("nan_equal"), infinities_compare_equal=values.pop("infinities_compare_equal"),
-        validate=values.pop("validate"), fail_fast=values.pop("fail_fast"), timeout=values.pop("timeout"))
+        validate=values.pop("validate"), fail_fast=values.pop("fail_fast"), timeout=values.pop("timeout"),
+        onnx_outputs=values.pop("onnx_outputs"), onnx_exclude_outputs=values.pop("onnx_exclude_outputs"),
+        mark_all=values.pop("mark_all"), show_unmatched=values.pop("show_unmatched"))
     debug = values.pop("debug")
     values.pop("plugin_args")
     request = dataclasses.replace(request, backend_options=values)  # what is left are the backends' own options

@@ -35,7 +35,8 @@ FORMAT_VERSION = 1
 
 
 class RunWriter:
-    """Writes one saved run, iteration by iteration."""
+    """Writes one saved run, tensor by tensor: ``tensor`` writes a file at once, ``finish_iteration`` records the
+    iteration's tensors in the manifest."""
 
     def __init__(self, path: str, kind: str, model: str | None):
         if os.path.exists(path) and (not os.path.isdir(path) or os.listdir(path)):
@@ -43,21 +44,34 @@ class RunWriter:
         os.makedirs(path, exist_ok=True)
         self.path = path
         self._sources: dict[str, int] = {}
+        self._pending: dict[tuple[str, int], list[dict[str, Any]]] = {}
         self._manifest = open(os.path.join(path, MANIFEST), "w", encoding="utf-8")
         self._line({"format": FORMAT, "format_version": FORMAT_VERSION, "kind": kind, "cmpx_version": __version__,
                     "model": model, "created": datetime.datetime.now(datetime.timezone.utc).isoformat()})
 
     def add(self, source: str, iteration: int, tensors: Mapping[str, np.ndarray], input_digest: str | None) -> None:
+        """All of one source's tensors of one iteration at once."""
+        for name, array in tensors.items():
+            self.tensor(source, iteration, name, array)
+        self.finish_iteration(iteration, input_digest)
+
+    def tensor(self, source: str, iteration: int, name: str, array: np.ndarray) -> None:
         index = self._sources.setdefault(source, len(self._sources))
+        entries = self._pending.setdefault((source, iteration), [])
         folder = os.path.join(str(index), str(iteration))
-        os.makedirs(os.path.join(self.path, folder), exist_ok=True)
-        entries = []
-        for number, (name, array) in enumerate(tensors.items()):
-            relative = os.path.join(folder, f"{number}.npy")
-            stored = array.view(f"u{array.dtype.itemsize}") if is_extension(array.dtype) else array
-            np.save(os.path.join(self.path, relative), stored, allow_pickle=False)
-            entries.append({"name": name, "file": relative, "dtype": array.dtype.name, "shape": list(array.shape)})
-        self._line({"source": source, "iteration": iteration, "input_digest": input_digest, "tensors": entries})
+        if not entries:
+            os.makedirs(os.path.join(self.path, folder), exist_ok=True)
+        relative = os.path.join(folder, f"{len(entries)}.npy")
+        stored = array.view(f"u{array.dtype.itemsize}") if is_extension(array.dtype) else array
+        np.save(os.path.join(self.path, relative), stored, allow_pickle=False)
+        entries.append({"name": name, "file": relative, "dtype": array.dtype.name, "shape": list(array.shape)})
+
+    def finish_iteration(self, iteration: int, input_digest: str | None) -> None:
+        for (source, number), entries in list(self._pending.items()):
+            if number == iteration:
+                self._line({"source": source, "iteration": iteration, "input_digest": input_digest,
+                            "tensors": entries})
+                del self._pending[(source, number)]
 
     def _line(self, record: dict[str, Any]) -> None:
         self._manifest.write(json.dumps(record) + "\n")

@@ -81,6 +81,7 @@ def _load(message: dict[str, Any]) -> Backend:
     if not (isinstance(target, type) and issubclass(target, Backend)):
         raise WorkerError(f"{spec.target} is not a subclass of cmpx.Backend")
     backend = target(message.get("options") or {})
+    backend.marked = list(message.get("mark") or ())
     backend.load(message["model"])
     return backend
 
@@ -99,10 +100,7 @@ def _infer(backend: Backend, message: dict[str, Any]) -> list[dict[str, Any]]:
     finally:
         for segment in segments.values():
             segment.close()
-    arrays = _check_outputs(outputs)
-    segment, out_descriptors = shm.write_tensors(message["out_segment"], arrays)
-    segment.close()
-    return out_descriptors
+    return shm.write_each(message["out_prefix"], _check_outputs(outputs))
 
 
 def _check_outputs(outputs: Any) -> dict[str, np.ndarray]:

@@ -1,0 +1,41 @@
+"""Find where the error enters: the first failing tensor, in graph order, whose compared inputs all pass."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from cmpx.compare import Divergence, OutputResult
+from cmpx.graph import TensorGraph
+
+
+def first_divergence(graph: TensorGraph, results: Mapping[str, OutputResult]) -> Divergence | None:
+    """Walk ``graph`` in topological order; tensors not compared are looked through to the compared tensors
+    (or graph inputs and weights) they are computed from."""
+    producers = graph.by_name()
+    upstream_memo: dict[str, frozenset[str]] = {}
+
+    def compared_upstream(tensor: str) -> frozenset[str]:
+        found: set[str] = set()
+        stack = list(producers[tensor].inputs) if tensor in producers else []
+        seen: set[str] = set()
+        while stack:
+            name = stack.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            if name in results:
+                found.add(name)
+            elif name in upstream_memo:
+                found |= upstream_memo[name]
+            elif name in producers:
+                stack.extend(producers[name].inputs)
+        upstream_memo[tensor] = frozenset(found)
+        return upstream_memo[tensor]
+
+    for info in graph.tensors:
+        result = results.get(info.name)
+        if result is None or result.passed:
+            continue
+        if all(results[name].passed for name in compared_upstream(info.name)):
+            return Divergence(info.name, info.node, info.op_type, result)
+    return None

@@ -1,0 +1,106 @@
+"""The tensors of an ONNX graph that can be exposed as outputs ("marked"), and how they depend on each other.
+
+Only the model's structure is read: external weights stay on disk, so this works for models over 2 GB.
+Imports onnx; used by the coordinator once it has a model, and by ONNX-based backends in their workers.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from cmpx.dtypes import ONNX_TO_NUMPY
+from cmpx.model import Dim, dim_value
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """A tensor computed by a node of the main graph."""
+
+    name: str
+    node: str  # the producing node's name ("" if it has none)
+    op_type: str
+    inputs: tuple[str, ...]  # the producing node's inputs
+    dtype: str | None  # numpy dtype name; None if shape inference could not tell
+    shape: tuple[Dim, ...] | None
+
+    def describe(self) -> str:
+        shape = "?" if self.shape is None else "[" + ",".join("?" if d is None else str(d) for d in self.shape) + "]"
+        return f"{self.name}  {self.node or '-'}  {self.op_type}  {self.dtype or '?'}  {shape}"
+
+
+@dataclass(frozen=True)
+class TensorGraph:
+    """Every node output of the main graph, in topological order, plus the graph inputs and outputs."""
+
+    tensors: tuple[TensorInfo, ...]
+    graph_inputs: tuple[str, ...]
+    graph_outputs: tuple[str, ...]
+
+    def by_name(self) -> dict[str, TensorInfo]:
+        return {t.name: t for t in self.tensors}
+
+    def markable(self) -> list[str]:
+        """Tensors that can be exposed: typed, not produced by Constant nodes (nothing to compare there)."""
+        return [t.name for t in self.tensors if t.dtype is not None and t.op_type != "Constant"]
+
+
+def load_structure(model_path: str):
+    """The ModelProto without external weights, with inferred shapes and types where possible."""
+    import onnx
+
+    model = onnx.load(model_path, load_external_data=False)
+    try:
+        return onnx.shape_inference.infer_shapes(model, strict_mode=False)
+    except Exception:  # inference is best effort: an untyped tensor is reported as such, not fatal
+        return model
+
+
+def tensor_graph(model) -> TensorGraph:
+    """The TensorGraph of a ModelProto (ideally one from ``load_structure``)."""
+    graph = model.graph
+    types = {}
+    for value in list(graph.value_info) + list(graph.output) + list(graph.input):
+        if value.type.HasField("tensor_type") and value.type.tensor_type.elem_type in ONNX_TO_NUMPY:
+            tensor_type = value.type.tensor_type
+            shape = tuple(dim_value(d) for d in tensor_type.shape.dim) if tensor_type.HasField("shape") else None
+            types[value.name] = (ONNX_TO_NUMPY[tensor_type.elem_type], shape)
+    tensors = []
+    for node in graph.node:
+        for output in node.output:
+            if output:
+                dtype, shape = types.get(output, (None, None))
+                tensors.append(TensorInfo(output, node.name, node.op_type, tuple(i for i in node.input if i),
+                                          dtype, shape))
+    initialized = {i.name for i in graph.initializer}
+    return TensorGraph(tuple(tensors), tuple(i.name for i in graph.input if i.name not in initialized),
+                       tuple(o.name for o in graph.output))
+
+
+def expose(model, names: Iterable[str]):
+    """Add ``names`` (typed node outputs of ``model``) as graph outputs; returns the same ModelProto."""
+    from onnx import helper
+
+    graph = model.graph
+    existing = {o.name for o in graph.output}
+    typed = {value.name: value for value in graph.value_info}
+    for name in names:
+        if name in existing:
+            continue
+        value = typed.get(name)
+        if value is None:
+            raise ValueError(f"tensor {name!r} has no inferred type and cannot be exposed")
+        graph.output.append(helper.make_value_info(name, value.type))
+        existing.add(name)
+    return model
+
+
+def model_directory(model_path: str) -> str:
+    """Where the model's external data files are looked up."""
+    return os.path.dirname(os.path.abspath(model_path))
+
+
+def exposed_model(model_path: str, names: Sequence[str]):
+    """The model at ``model_path`` with ``names`` exposed as outputs (external weights not loaded)."""
+    return expose(load_structure(model_path), names)

@@ -1,0 +1,60 @@
+"""--onnx-outputs / --mark-all: which intermediate tensors to expose, from names, patterns and @files."""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Iterable, Sequence
+
+from cmpx.errors import UsageError
+
+ALL = ("mark all", "*")
+
+
+def expand_words(option: str, words: Iterable[str]) -> list[str]:
+    """Names and patterns from ``words``: ``@file`` reads one per line (blank lines and # comments skipped);
+    ``mark all`` (Polygraphy's spelling) and ``*`` mean every tensor."""
+    words = list(words)
+    if words[:2] == ["mark", "all"]:
+        words = ["*", *words[2:]]
+    expanded = []
+    for word in words:
+        if word.startswith("@"):
+            try:
+                with open(word[1:], encoding="utf-8") as f:
+                    expanded += [line.strip() for line in f if line.strip() and not line.lstrip().startswith("#")]
+            except OSError as exc:
+                raise UsageError(f"{option}: cannot read {word[1:]} ({exc.strerror}); give a file with one tensor "
+                                 "name or pattern per line") from None
+        else:
+            expanded.append(word)
+    return expanded
+
+
+def is_pattern(word: str) -> bool:
+    return any(c in word for c in "*?[")
+
+
+def select_tensors(option: str, words: Sequence[str], exclude: Sequence[str], markable: Sequence[str],
+                   hint: str) -> list[str]:
+    """The markable tensors named or matched by ``words`` minus ``exclude``, in graph order.
+
+    A name that is not a markable tensor, or a pattern matching none, is a UsageError (``hint`` says how to
+    list them).
+    """
+    wanted = set()
+    for word in words:
+        wanted |= set(_match(option, word, markable, hint))
+    for word in exclude:
+        wanted -= set(_match(option.replace("outputs", "exclude-outputs"), word, markable, hint))
+    return [name for name in markable if name in wanted]
+
+
+def _match(option: str, word: str, markable: Sequence[str], hint: str) -> list[str]:
+    if is_pattern(word):
+        found = fnmatch.filter(markable, word)
+        if not found:
+            raise UsageError(f"{option}: the pattern {word!r} matches no tensor of the model; {hint}")
+        return found
+    if word not in markable:
+        raise UsageError(f"{option}: the model has no markable tensor {word!r}; {hint}")
+    return [word]

@@ -1,0 +1,84 @@
+"""Per-layer comparison: marking, the first divergence, saved mark-all runs, external data."""
+
+import json
+import re
+
+import pytest
+
+import modelgen
+
+BACKENDS = ("--backend", "onnxrt", "--backend", "onnxref")
+
+
+@pytest.fixture
+def twins(tmp_path):
+    """A 12-layer chain and its twin with one weight of layer 6 perturbed."""
+    base = modelgen.save(modelgen.matmul_chain(layers=12, size=16), tmp_path / "base.onnx")
+    perturbed = modelgen.save(modelgen.matmul_chain(layers=12, size=16, perturb=6), tmp_path / "perturbed.onnx")
+    return base, perturbed
+
+
+def test_the_first_divergence_is_the_perturbed_layer_through_a_saved_run(run_cli, twins, tmp_path):
+    base, perturbed = twins
+    saved = tmp_path / "golden"
+    first = run_cli("run", base, *BACKENDS, "--mark-all", "--save-outputs", saved)
+    assert first.exit_code == 0, first.output
+    later = run_cli("run", perturbed, "--backend", "onnxrt", "--mark-all", "--load-outputs", saved,
+                    "--reference", "onnxref@golden", "--report-json", tmp_path / "r.json")
+    assert later.exit_code == 1, later.output
+    assert re.search(r"first divergence: mm6 \(MatMul_6, MatMul\): max abs [0-9.e-]+ at", later.output)
+    assert re.search(r"PASSED  mm5: ", later.output) and re.search(r"PASSED  t5: ", later.output)
+    assert re.search(r"FAILED  t6: ", later.output)
+    report = json.loads((tmp_path / "r.json").read_text())
+    divergence = report["pairs"][0]["results"][0]["first_divergence"]
+    assert (divergence["tensor"], divergence["node"], divergence["op_type"]) == ("mm6", "MatMul_6", "MatMul")
+    assert divergence["metrics"][0]["data"]["abs"]["max"] > 1e-6
+
+
+def test_patterns_files_and_exclusions(run_cli, twins, tmp_path):
+    base, _ = twins
+    only_mm = run_cli("run", base, *BACKENDS, "--onnx-outputs", "mm*", "--onnx-exclude-outputs", "mm1?")
+    assert only_mm.exit_code == 0, only_mm.output
+    compared = set(re.findall(r"PASSED  (\w+):", only_mm.output))
+    assert compared == {"Y", "S"} | {f"mm{i}" for i in range(10)}
+    names = tmp_path / "names.txt"
+    names.write_text("# layers to watch\nt3\n\nmm4\n")
+    from_file = run_cli("run", base, *BACKENDS, "--onnx-outputs", f"@{names}", "t1")
+    assert set(re.findall(r"PASSED  (\w+):", from_file.output)) == {"Y", "S", "t1", "t3", "mm4"}
+    polygraphy_spelling = run_cli("run", base, *BACKENDS, "--onnx-outputs", "mark", "all")
+    assert "| 23 marked tensor(s)" in polygraphy_spelling.output
+
+
+def test_a_model_with_external_data(run_cli, tmp_path):
+    (tmp_path / "m").mkdir()
+    path = modelgen.save_with_external_data(modelgen.matmul_chain(layers=4), tmp_path / "m")
+    assert (tmp_path / "m" / "weights.bin").exists()
+    result = run_cli("run", path, *BACKENDS, "--mark-all")
+    assert result.exit_code == 0, result.output
+    assert "| 7 marked tensor(s)" in result.output and re.search(r"PASSED  mm2:", result.output)
+    listed = run_cli("tensors", path)
+    assert listed.exit_code == 0 and re.search(r"mm2\s+MatMul_2\s+MatMul\s+float32\s+\[1,8\]", listed.output)
+
+
+def test_tensors_only_one_side_has_are_counted_not_failed(run_cli, models, tmp_path):
+    saved = tmp_path / "plain"
+    run_cli("run", models.matmul_chain, *BACKENDS, "--save-outputs", saved)
+    result = run_cli("run", models.matmul_chain, "--backend", "onnxrt", "--mark-all", "--load-outputs", saved,
+                     "--reference", "onnxrt@plain", "--show-unmatched")
+    assert result.exit_code == 0, result.output
+    assert "5 marked tensor(s) only in onnxrt, not compared" in result.output
+    assert "    mm0 (only in onnxrt)" in result.output
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--onnx-outputs", "nosuch"), "--onnx-outputs: the model has no markable tensor 'nosuch'; list them with: "
+                                   "cmpx tensors"),
+    (("--onnx-outputs", "zz*"), "the pattern 'zz*' matches no tensor of the model"),
+    (("--onnx-outputs", "@/nonexistent/list.txt"), "cannot read /nonexistent/list.txt"),
+    (("--onnx-exclude-outputs", "mm0"), "--onnx-exclude-outputs needs --onnx-outputs or --mark-all"),
+    (("--mark-all", "--atol", "nosuch:1"), "'nosuch' is not one of the model outputs and marked tensors"),
+])
+def test_marking_errors_come_before_any_worker(run_cli, models, args, message):
+    result = run_cli("run", models.matmul_chain, *BACKENDS, *args)
+    assert result.exit_code == 2, result.output
+    assert message in result.output and "loaded" not in result.output
