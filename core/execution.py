@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -17,7 +17,8 @@ from cmpx.divergence import first_divergence
 from cmpx.errors import BackendError
 from cmpx.feeds import feeds_digest
 from cmpx.pairing import comparison_pairs
-from cmpx.plan import RunPlan
+from cmpx.plan import BackendPlan, RunPlan
+from cmpx.plugins import PluginSettings
 from cmpx.saved.cmpx_format import RunWriter
 from cmpx.validation import NonFinite, find_non_finite
 
@@ -63,13 +64,39 @@ class _Run:
     warned: set[tuple[str, str]] = field(default_factory=set)
 
 
-def execute(plan: RunPlan, feeds: Iterator[Mapping[str, Any]] | None, reporter: Reporter) -> RunResult:
-    """Run ``plan`` over ``feeds`` (one mapping per iteration; None when only saved runs are compared).
+def start_workers(backends: Sequence[BackendPlan], settings: PluginSettings) -> dict[str, supervisor.Worker]:
+    """Start a worker per live backend; each prepares its backend at once (before the model is read).
+    Whoever starts them must hand them to ``execute`` or ``release_workers``."""
+    shm.sweep_orphans()
+    env = dict(os.environ)
+    workers: dict[str, supervisor.Worker] = {}
+    try:
+        for backend in backends:
+            workers[backend.name] = supervisor.start_worker(
+                backend.name, env, setup={"backend": backend.spec.name, "target": backend.spec.target,
+                                          "plugins": settings.to_message()})
+    except BaseException:
+        release_workers(workers)
+        raise
+    return workers
+
+
+def release_workers(workers: Mapping[str, supervisor.Worker]) -> None:
+    for worker in workers.values():
+        supervisor.release(worker)
+
+
+def execute(plan: RunPlan, feeds: Iterator[Mapping[str, Any]] | None, reporter: Reporter,
+            workers: dict[str, supervisor.Worker] | None = None) -> RunResult:
+    """Run ``plan`` over ``feeds`` (one mapping per iteration; None when only saved runs are compared), with
+    ``workers`` from ``start_workers`` (started here if None).
 
     Never leaves a worker, a segment or an open file behind.
     """
-    shm.sweep_orphans()
     run = _Run(plan, reporter, RunResult(), shm.new_run_prefix())
+    if workers is None:
+        workers = start_workers(plan.backends, plan.plugin_settings)
+    run.workers.update(workers)
     try:
         _execute(run, feeds)
     except KeyboardInterrupt:
@@ -88,7 +115,7 @@ def _execute(run: _Run, feeds: Iterator[Mapping[str, Any]] | None) -> None:
         if plan.save_outputs:
             run.outputs_writer = RunWriter(plan.save_outputs, "outputs", model_path)
             cleanup.callback(run.outputs_writer.close)
-        cleanup.callback(_release_all, run.workers)
+        cleanup.callback(release_workers, run.workers)
         _start_and_load(run)
         for iteration in itertools.count() if plan.iterations is None else range(plan.iterations):
             feed = next(feeds, None) if feeds is not None else {}
@@ -101,18 +128,10 @@ def _execute(run: _Run, feeds: Iterator[Mapping[str, Any]] | None) -> None:
         _close_workers(run)
 
 
-def _release_all(workers: Mapping[str, supervisor.Worker]) -> None:
-    for worker in workers.values():
-        supervisor.release(worker)
-
-
 def _start_and_load(run: _Run) -> None:
     plan = run.plan
     if not plan.backends:
         return
-    env = dict(os.environ)
-    for backend in plan.backends:
-        run.workers[backend.name] = supervisor.start_worker(backend.name, env)
     _collect(run, supervisor.wait_replies(run.workers.values(), "hello", "start", plan.timeouts))
     ids = {}
     for backend in plan.backends:

@@ -61,13 +61,27 @@ class RunRequest:
     backend_options: Mapping[str, Any] = field(default_factory=dict)  # click param name -> value
 
 
-def build_plan(request: RunRequest, plugins: PluginSet, settings: PluginSettings,
-               warn: Callable[[str], None]) -> tuple[RunPlan, Iterator[Mapping[str, Any]] | None]:
-    """Check the request against the plugins, the model and the saved files; return the plan and its feeds
-    (the first one already made, so that a failing data source fails before any worker starts).
+@dataclass(frozen=True)
+class Preflight:
+    """What can be checked without reading the model or any file: enough to start the workers early."""
 
-    Raises UsageError (or ModelError) for anything wrong, naming the problem and the fix.
-    """
+    request: RunRequest
+    plugins: PluginSet
+    settings: PluginSettings
+    specs: Sequence[BackendSpec]
+    backends: Sequence[BackendPlan]
+    timeouts: Mapping[str, float]
+    comparison: ComparisonSettings
+    per_output_options: Mapping[str, PerOutput]
+    shapes: Mapping[str, tuple[int, ...]]
+    default_range: Any
+    ranges: Mapping[str, Any]
+    loader_name: str
+    loader_spec: Any
+
+
+def preflight(request: RunRequest, plugins: PluginSet, settings: PluginSettings) -> Preflight:
+    """Check every option that needs neither the model nor a file (fast, and imports no framework)."""
     _check_requested_plugins(plugins, settings)
     specs = [_backend_spec(plugins, name) for name in request.backends]
     _check_scalars(request)
@@ -82,13 +96,24 @@ def build_plan(request: RunRequest, plugins: PluginSet, settings: PluginSettings
     for path in (request.save_inputs, request.save_outputs):
         if path and os.path.exists(path) and (not os.path.isdir(path) or os.listdir(path)):
             raise UsageError(f"{path} already exists and is not an empty directory; choose a new path to save to")
-
     backends = [BackendPlan(name, spec, {option.name: request.backend_options.get(spec.param(option),
                                                                                   option.default)
                                          for option in spec.options})
                 for name, spec in zip(instance_names(request.backends), specs)]
-    timeouts = _timeouts(request, backends)
+    return Preflight(request, plugins, settings, specs, backends, _timeouts(request, backends), comparison,
+                     per_output_options, shapes, default_range, ranges, loader_name, loader_spec)
 
+
+def build_plan(checked: Preflight, warn: Callable[[str], None]) -> tuple[RunPlan, Iterator[Mapping[str, Any]] | None]:
+    """Check the rest against the model and the saved files; return the plan and its feeds (the first one
+    already made, so that a failing data source fails before any inference).
+
+    Raises UsageError (or ModelError) for anything wrong, naming the problem and the fix.
+    """
+    request, plugins, specs, backends = checked.request, checked.plugins, checked.specs, checked.backends
+    comparison, per_output_options = checked.comparison, checked.per_output_options
+    shapes, default_range, ranges = checked.shapes, checked.default_range, checked.ranges
+    loader_name, loader_spec, timeouts = checked.loader_name, checked.loader_spec, checked.timeouts
     model = _read_model(request, specs)
     saved = _saved_backends(request, model)
     names = instance_names(request.backends) + [b.name for b in saved]
@@ -124,7 +149,7 @@ def build_plan(request: RunRequest, plugins: PluginSet, settings: PluginSettings
                 raise UsageError(f"--load-outputs {backend.path}: {backend.name} holds {len(backend.source)} "
                                  f"iteration(s) but this run makes {iterations}; use --iterations "
                                  f"{len(backend.source)}")
-    plan = RunPlan(model, inputs, backends, request.reference, comparison, timeouts, settings,
+    plan = RunPlan(model, inputs, backends, request.reference, comparison, timeouts, checked.settings,
                    validate=request.validate, saved_backends=saved, save_inputs=request.save_inputs,
                    save_outputs=request.save_outputs, iterations=iterations, mark=mark, graph=graph,
                    show_unmatched=request.show_unmatched)

@@ -9,6 +9,7 @@ when it happens, not at the next poll; each request has its own deadline.
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import selectors
 import signal
@@ -65,14 +66,18 @@ class Worker:
         return os.pread(fd, os.fstat(fd).st_size, 0).decode("utf-8", "replace")
 
 
-def start_worker(name: str, env: dict[str, str] | None = None) -> Worker:
-    """Start one worker process. Must run on the main thread (the worker dies with the thread that forked it)."""
+def start_worker(name: str, env: dict[str, str] | None = None, setup: dict[str, Any] | None = None) -> Worker:
+    """Start one worker process. Must run on the main thread (the worker dies with the thread that forked it).
+
+    ``setup`` ({"backend": name, "plugins": settings}) lets it import its backend before the load request.
+    """
     child_in, parent_out = os.pipe()
     parent_in, child_out = os.pipe()
     log = tempfile.TemporaryFile(prefix="cmpx-worker-")
     try:
         process = subprocess.Popen(
-            [sys.executable, "-m", "cmpx.worker", str(child_in), str(child_out), str(os.getpid())],
+            [sys.executable, "-m", "cmpx.worker", str(child_in), str(child_out), str(os.getpid()),
+             *([json.dumps(setup)] if setup else [])],
             pass_fds=(child_in, child_out), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
             start_new_session=True, env=env, close_fds=True)
     except BaseException:

@@ -21,8 +21,9 @@ sys.path.insert(0, str(HERE))
 import modelgen  # noqa: E402
 
 
-def worker_processes() -> list[int]:
-    """PIDs of live cmpx workers started by this process."""
+def worker_processes(parent: int | None = None) -> list[int]:
+    """PIDs of live cmpx workers started by ``parent`` (default: this process)."""
+    parent = os.getpid() if parent is None else parent
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -34,8 +35,10 @@ def worker_processes() -> list[int]:
                 state = f.read().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
-        if b"cmpx.worker" in argv and argv[-2:-1] == [str(os.getpid()).encode()] and state != "Z":
-            found.append(int(entry))
+        if b"cmpx.worker" in argv and state != "Z":
+            position = argv.index(b"cmpx.worker")  # python -m cmpx.worker FD_IN FD_OUT PARENT_PID [SETUP]
+            if argv[position + 3:position + 4] == [str(parent).encode()]:
+                found.append(int(entry))
     return found
 
 

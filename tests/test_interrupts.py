@@ -9,22 +9,11 @@ import time
 import pytest
 
 from cmpx import shm
-from conftest import REPO
+from conftest import REPO, worker_processes
 
 
 def workers_of(parent: int) -> list[int]:
-    pids = []
-    for entry in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                argv = f.read().split(b"\0")
-            with open(f"/proc/{entry}/stat") as f:
-                state = f.read().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if b"cmpx.worker" in argv and argv[-2:-1] == [str(parent).encode()] and state != "Z":
-            pids.append(int(entry))
-    return pids
+    return worker_processes(parent)
 
 
 def start_hanging_run(model: str) -> subprocess.Popen:

@@ -160,7 +160,7 @@ def build_run_command(plugins: PluginSet) -> click.Command:
 
 
 def _run(plugins: PluginSet, values: dict[str, Any]) -> int:
-    from cmpx.planning import RunRequest, build_plan
+    from cmpx.planning import RunRequest, build_plan, preflight
 
     settings: PluginSettings = click.get_current_context().find_root().obj["settings"]
     thresholds = {metric.name: values.pop(f"threshold_{metric.name.replace('-', '_')}")
@@ -182,14 +182,22 @@ def _run(plugins: PluginSet, values: dict[str, Any]) -> int:
     debug = values.pop("debug")
     values.pop("plugin_args")
     request = dataclasses.replace(request, backend_options=values)  # what is left are the backends' own options
-    plan, feeds = build_plan(request, plugins, settings, warn=lambda m: click.echo(f"warning: {m}", err=True))
-    from cmpx.execution import RunInterrupted, execute  # numpy and the workers' machinery: only for valid runs
+    checked = preflight(request, plugins, settings)
+    from cmpx.execution import RunInterrupted, execute, release_workers, start_workers  # only for valid options
     from cmpx.report import TextReporter, exit_code
 
+    # The workers start now and import their frameworks while this process reads the model and makes data;
+    # if that finds a problem they are stopped before loading anything.
+    workers = start_workers(checked.backends, settings)
+    try:
+        plan, feeds = build_plan(checked, warn=lambda m: click.echo(f"warning: {m}", err=True))
+    except BaseException:
+        release_workers(workers)
+        raise
     reporter = TextReporter(click.echo, debug=debug)
     reporter.started(plan)
     try:
-        result = execute(plan, feeds, reporter)
+        result = execute(plan, feeds, reporter, workers)
     except RunInterrupted as interrupted:
         reporter.summary(interrupted.result, interrupted=True)
         raise

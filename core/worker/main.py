@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import signal
 import time
@@ -22,11 +23,15 @@ class WorkerError(Exception):
 
 
 def main(argv: list[str]) -> int:
+    """``FD_IN FD_OUT PARENT_PID [SETUP]``; SETUP (JSON: backend name and plugin settings) lets the worker
+    load its plugins and import its backend while the coordinator is still reading the model."""
     fd_in, fd_out, parent_pid = (int(a) for a in argv[:3])
     die_with_parent(parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the coordinator decides when workers stop
-    protocol.write_frame(fd_out, {"op": "hello", "pid": os.getpid(), "protocol": protocol.PROTOCOL_VERSION})
     state = _State()
+    if len(argv) > 3:
+        state.prepare(json.loads(argv[3]))
+    protocol.write_frame(fd_out, {"op": "hello", "pid": os.getpid(), "protocol": protocol.PROTOCOL_VERSION})
     while True:
         try:
             message = protocol.read_frame(fd_in)
@@ -41,7 +46,33 @@ def main(argv: list[str]) -> int:
 
 
 class _State:
-    backend: Backend | None = None
+    """The worker's backend, and what was prepared before the load request arrived."""
+
+    def __init__(self) -> None:
+        self.backend: Backend | None = None
+        self.prepared_for: tuple[Any, ...] | None = None
+        self.prepared: type[Backend] | Exception | None = None
+
+    def prepare(self, setup: dict[str, Any]) -> None:
+        """Import the backend class the coordinator resolved (``setup["target"]``), after loading the plugin
+        modules named with -p / CMPX_PLUGINS; without a target, resolve the name through entry points."""
+        self.prepared_for = (setup["backend"], json.dumps(setup["plugins"], sort_keys=True))
+        try:
+            if setup.get("target"):
+                for module in PluginSettings.from_message(setup["plugins"]).extra:
+                    importlib.import_module(module)
+                self.prepared = _import_backend(setup["target"])
+            else:
+                self.prepared = _backend_class(setup["backend"], setup["plugins"])
+        except Exception as exc:  # reported when the load request comes, with its traceback
+            self.prepared = exc
+
+    def backend_class(self, message: dict[str, Any]) -> type[Backend]:
+        key = (message["backend"], json.dumps(message["plugins"], sort_keys=True))
+        prepared = self.prepared if key == self.prepared_for else None
+        if isinstance(prepared, Exception):
+            raise prepared
+        return prepared or _backend_class(message["backend"], message["plugins"])
 
 
 def _handle(state: _State, message: dict[str, Any]) -> dict[str, Any]:
@@ -49,7 +80,7 @@ def _handle(state: _State, message: dict[str, Any]) -> dict[str, Any]:
     started = time.perf_counter()
     try:
         if op == "load":
-            state.backend = _load(message)
+            state.backend = _load(state.backend_class(message), message)
             return {"op": "ready", "id": request_id, "seconds": time.perf_counter() - started}
         if op == "infer":
             if state.backend is None:
@@ -67,20 +98,29 @@ def _handle(state: _State, message: dict[str, Any]) -> dict[str, Any]:
                 "message": str(exc), "traceback": traceback.format_exc()}
 
 
-def _load(message: dict[str, Any]) -> Backend:
-    plugins = make_plugin_manager(**_settings_kwargs(PluginSettings.from_message(message["plugins"])))
-    spec = plugins.backends.get(message["backend"])
+def _backend_class(name: str, plugin_message: dict[str, Any]) -> type[Backend]:
+    """Build this worker's plugin manager (same settings as the coordinator's) and import the backend class."""
+    plugins = make_plugin_manager(**_settings_kwargs(PluginSettings.from_message(plugin_message)))
+    spec = plugins.backends.get(name)
     if spec is None:
         failures = "; ".join(f"{f.plugin}: {f.error}" for f in plugins.failures)
-        raise WorkerError(f"backend {message['backend']!r} is not registered in the worker"
+        raise WorkerError(f"backend {name!r} is not registered in the worker"
                           + (f" (plugin failures: {failures})" if failures else ""))
-    module_name, _, attribute = spec.target.partition(":")
+    return _import_backend(spec.target)
+
+
+def _import_backend(path: str) -> type[Backend]:
+    module_name, _, attribute = path.partition(":")
     target: Any = importlib.import_module(module_name)
     for part in attribute.split("."):
         target = getattr(target, part)
     if not (isinstance(target, type) and issubclass(target, Backend)):
-        raise WorkerError(f"{spec.target} is not a subclass of cmpx.Backend")
-    backend = target(message.get("options") or {})
+        raise WorkerError(f"{path} is not a subclass of cmpx.Backend")
+    return target
+
+
+def _load(backend_class: type[Backend], message: dict[str, Any]) -> Backend:
+    backend = backend_class(message.get("options") or {})
     backend.marked = list(message.get("mark") or ())
     backend.load(message["model"])
     return backend
