@@ -29,5 +29,11 @@ class Backend:
         name -> numpy array. The returned arrays are copied into shared memory by the worker."""
         raise NotImplementedError(f"{type(self).__name__} does not implement infer()")
 
+    def infer_into(self, feeds: dict[str, Any], allocate: Any) -> dict[str, Any]:
+        """Optional: like :meth:`infer`, but an output may be written straight into shared memory.
+        ``allocate(name, dtype, shape)`` returns a writable numpy array in a segment the coordinator reads;
+        return that very array for the output and the worker copies nothing. The default calls :meth:`infer`."""
+        return self.infer(feeds)
+
     def close(self) -> None:
         """Release framework resources. Called once, when the run ends normally."""

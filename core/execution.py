@@ -5,7 +5,6 @@ every exit path."""
 from __future__ import annotations
 
 import contextlib
-import itertools
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -14,6 +13,7 @@ from typing import Any, Protocol
 from cmpx import shm, supervisor
 from cmpx.compare import OutputResult, PairResult, compare_output
 from cmpx.divergence import first_divergence
+from cmpx.dtypes import numpy_dtype
 from cmpx.errors import BackendError
 from cmpx.feeds import feeds_digest
 from cmpx.pairing import comparison_pairs
@@ -62,6 +62,7 @@ class _Run:
     inputs_writer: RunWriter | None = None
     outputs_writer: RunWriter | None = None
     warned: set[tuple[str, str]] = field(default_factory=set)
+    inputs: shm.ReusedSegments = field(default_factory=lambda: shm.ReusedSegments())
 
 
 def start_workers(backends: Sequence[BackendPlan], settings: PluginSettings) -> dict[str, supervisor.Worker]:
@@ -109,6 +110,7 @@ def _execute(run: _Run, feeds: Iterator[Mapping[str, Any]] | None) -> None:
     model_path = plan.model.path if plan.model else None
     with contextlib.ExitStack() as cleanup:
         cleanup.callback(shm.sweep, run.prefix)
+        cleanup.callback(run.inputs.close)
         if plan.save_inputs:
             run.inputs_writer = RunWriter(plan.save_inputs, "inputs", model_path)
             cleanup.callback(run.inputs_writer.close)
@@ -117,15 +119,62 @@ def _execute(run: _Run, feeds: Iterator[Mapping[str, Any]] | None) -> None:
             cleanup.callback(run.outputs_writer.close)
         cleanup.callback(release_workers, run.workers)
         _start_and_load(run)
-        for iteration in itertools.count() if plan.iterations is None else range(plan.iterations):
-            feed = next(feeds, None) if feeds is not None else {}
-            if feed is None or plan.backends and not any(w.alive for w in run.workers.values()):
-                break
-            _run_iteration(run, iteration, feed)
-            run.result.iterations = iteration + 1
-            if run.result.stopped_early:
-                break
+        _iterate(run, feeds)
         _close_workers(run)
+
+
+def _iterate(run: _Run, feeds: Iterator[Mapping[str, Any]] | None) -> None:
+    """Iterations as a two-stage pipeline: while the coordinator compares iteration i, the workers already run
+    iteration i+1 (when memory allows), each stage using its own half of double-buffered segments."""
+    plan = run.plan
+    limit = plan.iterations
+
+    def next_feed(iteration: int) -> Mapping[str, Any] | None:
+        if limit is not None and iteration >= limit or run.result.stopped_early:
+            return None
+        if plan.backends and not any(w.alive for w in run.workers.values()):
+            return None
+        return next(feeds, None) if feeds is not None else {}
+
+    feed = next_feed(0)
+    inflight = _dispatch(run, 0, feed) if feed is not None else None
+    while inflight is not None:
+        sources = _receive(run, inflight)
+        following = None
+        upcoming = next_feed(inflight.iteration + 1)
+        if upcoming is not None and _overlap_fits(sources):
+            following = _dispatch(run, inflight.iteration + 1, upcoming)
+        try:
+            _compare_iteration(run, inflight, sources)
+        finally:
+            for source in sources.values():
+                source.release_all()
+        run.result.iterations = inflight.iteration + 1
+        if run.result.stopped_early:
+            if following is not None:
+                for source in _receive(run, following).values():  # keep the protocol in step, then drop
+                    source.release_all()
+            return
+        if following is None and upcoming is not None:
+            following = _dispatch(run, inflight.iteration + 1, upcoming)
+        inflight = following
+
+
+def _overlap_fits(sources: Mapping[str, TensorSource]) -> bool:
+    """Overlap only if two iterations' tensors fit comfortably in the memory available now."""
+    in_use = sum(source.nbytes for source in sources.values())
+    return 4 * in_use < _available_memory()
+
+
+def _available_memory() -> int:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
 
 
 def _start_and_load(run: _Run) -> None:
@@ -167,44 +216,81 @@ def _collect(run: _Run, replies: Mapping[str, Any]) -> dict[str, dict[str, Any]]
     return ok
 
 
-def _run_iteration(run: _Run, iteration: int, feed: Mapping[str, Any]) -> None:
+@dataclass
+class _Inflight:
+    """An iteration handed to the workers: its number, the digest of its inputs and the request ids."""
+
+    iteration: int
+    digest: str | None
+    ids: dict[str, int] = field(default_factory=dict)
+
+
+def _dispatch(run: _Run, iteration: int, feed: Mapping[str, Any]) -> _Inflight:
+    """Save the inputs if asked, write them into this iteration's half of the input buffers and send every
+    live worker its infer request."""
     plan = run.plan
     wants_digest = bool(plan.backends) and (run.outputs_writer is not None or run.inputs_writer is not None
                                             or any(b.source.digests for b in plan.saved_backends))
     digest = feeds_digest(feed) if wants_digest else None
     if run.inputs_writer is not None:
         run.inputs_writer.add("inputs", iteration, feed, digest)
-    with contextlib.ExitStack() as release:
-        sources: dict[str, TensorSource] = dict(_live_outputs(run, iteration, feed, release))
-        for saved in plan.saved_backends:
-            if iteration < len(saved.source):
-                sources[saved.name] = TensorSource(saved.source.load(iteration))
-                _check_digest(run, saved, iteration, digest)
-            elif ("missing", saved.name) not in run.warned:
-                run.warned.add(("missing", saved.name))
-                run.reporter.warning(f"{saved.name} ({saved.path}) holds {len(saved.source)} iteration(s); it is "
-                                     f"left out from iteration {iteration} on")
-        order = [name for name in plan.names if name in sources]
-        pairs = [PairResult(b, r, iteration) for b, r in comparison_pairs(order, plan.reference)]
-        live = {b.name for b in plan.backends}
-        for tensor in dict.fromkeys(t for name in order for t in sources[name].names):
-            arrays = {name: sources[name].load(tensor) for name in order if tensor in sources[name].names}
-            for name, array in arrays.items():
-                if name in live and run.outputs_writer is not None:
-                    run.outputs_writer.tensor(name, iteration, tensor, array)
-                if plan.validate:
-                    for finding in find_non_finite(name, {tensor: array}):
-                        run.result.non_finite.append(finding)
-                        run.reporter.non_finite(finding)
-            stop = _compare_tensor(plan, pairs, tensor, arrays)
-            del arrays
-            for name in order:
-                sources[name].release(tensor)
-            if stop:
-                run.result.stopped_early = True
-                break
-        if run.outputs_writer is not None:
-            run.outputs_writer.finish_iteration(iteration, digest)
+    inflight = _Inflight(iteration, digest)
+    alive = {name: w for name, w in run.workers.items() if w.alive}
+    if not alive:
+        return inflight
+    parity = iteration % 2
+    descriptors = run.inputs.write(f"{run.prefix}in{parity}", feed)
+    for index, (name, worker) in enumerate(run.workers.items()):
+        if name in alive:
+            inflight.ids[name] = worker.next_id()
+            supervisor.send(worker, {"op": "infer", "id": inflight.ids[name], "inputs": descriptors,
+                                     "out_prefix": f"{run.prefix}o{index}p{parity}"}, "infer")
+    return inflight
+
+
+def _receive(run: _Run, inflight: _Inflight) -> dict[str, TensorSource]:
+    """Each live backend's outputs, left in shared memory until loaded."""
+    waiting = [run.workers[name] for name in inflight.ids]
+    replies = _collect(run, supervisor.wait_replies(waiting, "result", "infer", run.plan.timeouts, inflight.ids))
+    sources = {}
+    for name in run.workers:  # command-line order
+        if name in replies:
+            sources[name] = TensorSource(descriptors={d["name"]: d for d in replies[name]["outputs"]})
+            run.result.infer_seconds.setdefault(name, []).append(replies[name]["seconds"])
+    return sources
+
+
+def _compare_iteration(run: _Run, inflight: _Inflight, sources: dict[str, TensorSource]) -> None:
+    plan, iteration = run.plan, inflight.iteration
+    for saved in plan.saved_backends:
+        if iteration < len(saved.source):
+            sources[saved.name] = TensorSource(saved.source.load(iteration))
+            _check_digest(run, saved, iteration, inflight.digest)
+        elif ("missing", saved.name) not in run.warned:
+            run.warned.add(("missing", saved.name))
+            run.reporter.warning(f"{saved.name} ({saved.path}) holds {len(saved.source)} iteration(s); it is "
+                                 f"left out from iteration {iteration} on")
+    order = [name for name in plan.names if name in sources]
+    pairs = [PairResult(b, r, iteration) for b, r in comparison_pairs(order, plan.reference)]
+    live = {b.name for b in plan.backends}
+    for tensor in dict.fromkeys(t for name in order for t in sources[name].names):
+        arrays = {name: sources[name].load(tensor) for name in order if tensor in sources[name].names}
+        for name, array in arrays.items():
+            if name in live and run.outputs_writer is not None:
+                run.outputs_writer.tensor(name, iteration, tensor, array)
+            if plan.validate:
+                for finding in find_non_finite(name, {tensor: array}):
+                    run.result.non_finite.append(finding)
+                    run.reporter.non_finite(finding)
+        stop = _compare_tensor(plan, pairs, tensor, arrays)
+        del arrays
+        for name in order:
+            sources[name].release(tensor)
+        if stop:
+            run.result.stopped_early = True
+            break
+    if run.outputs_writer is not None:
+        run.outputs_writer.finish_iteration(iteration, inflight.digest)
     for pair in pairs:
         if plan.graph is not None:
             pair.first_divergence = first_divergence(plan.graph, {o.output: o for o in pair.outputs})
@@ -235,8 +321,9 @@ def _compare_tensor(plan: RunPlan, pairs: list[PairResult], tensor: str, arrays:
 
 class TensorSource:
     """One backend's tensors of one iteration, loaded one at a time. Saved ones are memory-mapped arrays;
-    live ones are shared-memory segments written by the worker, attached when asked for and unlinked as soon
-    as they are released, so the coordinator holds only the tensors being compared."""
+    live ones are shared-memory segments written by the worker, mapped when asked for and unmapped as soon as
+    they are released, so the coordinator holds only the tensors being compared. The segments stay for the
+    worker to reuse two iterations later; the run's sweep removes them at the end."""
 
     def __init__(self, arrays: Mapping[str, Any] | None = None,
                  descriptors: Mapping[str, Mapping[str, Any]] | None = None):
@@ -258,12 +345,18 @@ class TensorSource:
         segment = self._attached.pop(name, None)
         if segment is not None:
             segment.close()
-        if name in self._descriptors:
-            shm.unlink(self._descriptors[name]["segment"])
 
     def release_all(self) -> None:
-        for name in list(self._attached) + list(self._descriptors):
+        for name in list(self._attached):
             self.release(name)
+        self._arrays.clear()
+
+    @property
+    def nbytes(self) -> int:
+        import numpy as np
+
+        return sum(int(np.prod(d["shape"], dtype=np.int64)) * numpy_dtype(d["dtype"]).itemsize
+                   for d in self._descriptors.values())
 
 
 def _check_digest(run: _Run, saved: Any, iteration: int, digest: str | None) -> None:
@@ -272,31 +365,3 @@ def _check_digest(run: _Run, saved: Any, iteration: int, digest: str | None) -> 
         run.warned.add(("digest", saved.name))
         run.reporter.warning(f"the inputs of iteration {iteration} differ from those {saved.name} was run with "
                              f"({saved.path}); compare like with like (same --seed, or --load-inputs)")
-
-
-def _live_outputs(run: _Run, iteration: int, feed: Mapping[str, Any],
-                  release: contextlib.ExitStack) -> dict[str, TensorSource]:
-    """Each live backend's outputs for ``feed``, left in shared memory until loaded and released."""
-    alive = {name: w for name, w in run.workers.items() if w.alive}
-    if not alive:
-        return {}
-    input_segment, descriptors = shm.write_tensors(f"{run.prefix}in{iteration}", feed)
-    release.callback(shm.unlink, input_segment.name)
-    release.callback(input_segment.close)
-    ids, prefixes = {}, {}
-    for index, (name, worker) in enumerate(run.workers.items()):
-        if name in alive:
-            ids[name] = worker.next_id()
-            prefixes[name] = f"{run.prefix}out{iteration}-{index}"
-            release.callback(shm.sweep, prefixes[name] + "-")  # whatever a crash or an early stop left behind
-            supervisor.send(worker, {"op": "infer", "id": ids[name], "inputs": descriptors,
-                                     "out_prefix": prefixes[name]}, "infer")
-    replies = _collect(run, supervisor.wait_replies(alive.values(), "result", "infer", run.plan.timeouts, ids))
-    sources = {}
-    for name in run.workers:  # command-line order
-        if name in replies:
-            source = TensorSource(descriptors={d["name"]: d for d in replies[name]["outputs"]})
-            release.callback(source.release_all)
-            sources[name] = source
-            run.result.infer_seconds.setdefault(name, []).append(replies[name]["seconds"])
-    return sources

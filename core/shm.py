@@ -44,13 +44,14 @@ class Segment:
 
     @classmethod
     def create(cls, name: str, size: int) -> Segment:
+        """A new segment of ``size`` bytes (FileExistsError if the name is taken)."""
         fd = os.open(_path(name), os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
         try:
             os.ftruncate(fd, max(size, 1))
             mapping = mmap.mmap(fd, max(size, 1))
         finally:
             os.close(fd)
-        return cls(name, mapping, size)
+        return cls(name, mapping, max(size, 1))
 
     @classmethod
     def attach(cls, name: str, *, writable: bool = False) -> Segment:
@@ -145,19 +146,89 @@ def write_tensors(segment_name: str, arrays: Mapping[str, np.ndarray]) -> tuple[
     return segment, descriptors
 
 
-def write_each(prefix: str, arrays: Mapping[str, np.ndarray]) -> list[dict[str, Any]]:
-    """One segment per tensor, named ``<prefix>-<k>``, so that the coordinator can read, compare and release
-    the tensors one at a time; returns their descriptors. The segments are closed (not unlinked) here."""
-    descriptors = []
-    for number, (name, array) in enumerate(arrays.items()):
-        segment_name = f"{prefix}-{number}"
-        segment = Segment.create(segment_name, array.nbytes)
-        try:
-            np.copyto(segment.view(array.dtype, array.shape, 0), array, casting="no")
-        finally:
+def _reuse_or_create(name: str, size: int) -> Segment:
+    """The segment ``name`` at ``size`` bytes: the existing one if it has that size (its pages are already
+    allocated, so writing costs no page zeroing), else a new one."""
+    try:
+        return Segment.create(name, size)
+    except FileExistsError:
+        segment = Segment.attach(name, writable=True)
+        if segment.size == max(size, 1):
+            return segment
+        segment.close()
+        unlink(name)
+        return Segment.create(name, size)
+
+
+class ReusedSegments:
+    """The coordinator's input segments, one per name, rewritten in place from one iteration to the next."""
+
+    def __init__(self) -> None:
+        self._segments: dict[str, Segment] = {}
+
+    def write(self, name: str, arrays: Mapping[str, np.ndarray]) -> list[dict[str, Any]]:
+        offsets, total = layout(arrays.values())
+        segment = self._segments.get(name)
+        if segment is None or segment.size != max(total, 1):
+            if segment is not None:
+                segment.close()
+            segment = self._segments[name] = _reuse_or_create(name, total)
+        descriptors = []
+        for (tensor, array), offset in zip(arrays.items(), offsets):
+            np.copyto(segment.view(array.dtype, array.shape, offset), array, casting="no")
+            descriptors.append(describe(tensor, name, offset, array))
+        return descriptors
+
+    def close(self) -> None:
+        for segment in self._segments.values():
             segment.close()
-        descriptors.append(describe(name, segment_name, 0, array))
-    return descriptors
+        self._segments.clear()
+
+
+class Allocations:
+    """A worker's output segments for one inference: one per tensor, named ``<prefix>-<k>``, so that the
+    coordinator can read, compare and release the tensors one at a time.
+
+    A backend may ``allocate`` an output's buffer up front and have its framework write into it (no copy at
+    all); ``describe`` copies the other outputs into new segments (one copy) and returns every descriptor.
+    """
+
+    def __init__(self, prefix: str):
+        self.prefix = prefix
+        self._count = 0
+        self._allocated: dict[str, tuple[Segment, np.ndarray]] = {}
+
+    def _segment(self, nbytes: int) -> Segment:
+        segment = _reuse_or_create(f"{self.prefix}-{self._count}", nbytes)
+        self._count += 1
+        return segment
+
+    def allocate(self, name: str, dtype: Any, shape: tuple[int, ...]) -> np.ndarray:
+        dtype = np.dtype(dtype)
+        segment = self._segment(int(np.prod(shape, dtype=np.int64)) * dtype.itemsize)
+        view = segment.view(dtype, tuple(shape), 0)
+        self._allocated[name] = (segment, view)
+        return view
+
+    def describe(self, arrays: Mapping[str, np.ndarray]) -> list[dict[str, Any]]:
+        descriptors = []
+        for name, array in arrays.items():
+            allocated = self._allocated.get(name)
+            if allocated is not None and array is allocated[1]:
+                descriptors.append(describe(name, allocated[0].name, 0, array))
+                continue
+            segment = self._segment(array.nbytes)
+            try:
+                np.copyto(segment.view(array.dtype, array.shape, 0), array, casting="no")
+            finally:
+                segment.close()
+            descriptors.append(describe(name, segment.name, 0, array))
+        return descriptors
+
+    def close(self) -> None:
+        for segment, _ in self._allocated.values():
+            segment.close()
+        self._allocated.clear()
 
 
 def describe(name: str, segment: str, offset: int, array: np.ndarray) -> dict[str, Any]:

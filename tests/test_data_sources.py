@@ -85,3 +85,21 @@ def test_a_loaded_batch_can_fill_dynamic_dimensions(run_cli, tmp_path, models):
 def test_loaders_cannot_be_combined(run_cli, tmp_path):
     result = run_cli("run", EXAMPLE, *BACKENDS, "--data-loader-script", "a.py", "--load-inputs", tmp_path)
     assert result.exit_code == 2 and "give either --load-inputs or --data-loader-script" in result.output
+
+
+def test_reused_and_double_buffered_segments_never_mix_iterations(run_cli, tmp_path):
+    from cmpx.saved.cmpx_format import read_cmpx_run
+
+    path = script(tmp_path, """
+        import numpy as np
+        def load_data():
+            for i in range(5):
+                yield {"X": np.full((1, 2, 3, 3), i, np.float32)}
+    """)
+    result = run_cli("run", "examples/models/dynamic_identity.onnx", *BACKENDS, "--data-loader-script", path,
+                     "--save-outputs", tmp_path / "out")
+    assert result.exit_code == 0, result.output
+    saved = read_cmpx_run(str(tmp_path / "out"))
+    for source in saved.sources:
+        assert [float(source.load(i)["Y"].max()) for i in range(5)] == [0.0, 1.0, 2.0, 3.0, 4.0]
+        assert [float(source.load(i)["Y"].min()) for i in range(5)] == [0.0, 1.0, 2.0, 3.0, 4.0]

@@ -60,3 +60,12 @@ def test_float_feeds_equal_polygraphys_for_the_same_seed():
     for index in range(2):
         for name in ("X", "Y"):
             np.testing.assert_array_equal(ours[index][name], theirs[index][name])
+
+
+def test_floats_made_chunk_by_chunk_equal_one_draw(monkeypatch):
+    from cmpx.loaders import synthetic
+
+    monkeypatch.setattr(synthetic, "CHUNK_ELEMENTS", 7)
+    [feed] = feeds([TensorSpec("X", "float16", (5, 9))], seed=11, default_range=ValueRange(-3, 2))
+    expected = (np.random.RandomState(11).random_sample(size=(5, 9)) * 5 - 3).astype(np.float16)
+    np.testing.assert_array_equal(feed["X"], expected)

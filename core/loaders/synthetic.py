@@ -59,6 +59,9 @@ class SyntheticDataLoader:
         return ValueRange(low, high)
 
 
+CHUNK_ELEMENTS = 1 << 18
+
+
 def sample(rng: np.random.RandomState, dtype: np.dtype, shape: tuple[int, ...], value_range: ValueRange) -> np.ndarray:
     """One array of ``dtype`` and ``shape`` drawn from ``rng`` within ``value_range``."""
     if dtype.kind == "b":
@@ -69,7 +72,7 @@ def sample(rng: np.random.RandomState, dtype: np.dtype, shape: tuple[int, ...], 
         imag = rng.random_sample(size=shape) * scale + shift
         return (real + 1j * imag).astype(dtype)
     if is_floating(dtype):
-        return np.array((rng.random_sample(size=shape) * scale + shift).astype(dtype))
+        return _uniform_floats(rng, dtype, shape, scale, shift)
     low, high = int(value_range.low), int(value_range.high)
     if dtype.kind in "iu":
         return np.array(rng.randint(low, high + 1, size=shape, dtype=dtype))
@@ -84,3 +87,17 @@ def _int_info(dtype: np.dtype) -> tuple[int, int]:
 
         info = ml_dtypes.iinfo(dtype)
     return int(info.min), int(info.max)
+
+
+def _uniform_floats(rng: np.random.RandomState, dtype: np.dtype, shape: tuple[int, ...], scale: float,
+                    shift: float) -> np.ndarray:
+    """random_sample(shape) * scale + shift, cast to ``dtype``: the very values one call would give (the stream
+    is sequential), made chunk by chunk so that no float64 copy of the whole tensor is ever held."""
+    out = np.empty(shape, dtype)
+    flat = out.reshape(-1)
+    for start in range(0, flat.size, CHUNK_ELEMENTS):
+        chunk = rng.random_sample(size=min(CHUNK_ELEMENTS, flat.size - start))
+        chunk *= scale
+        chunk += shift
+        flat[start:start + chunk.size] = chunk.astype(dtype)
+    return out

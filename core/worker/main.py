@@ -133,14 +133,16 @@ def _settings_kwargs(settings: PluginSettings) -> dict[str, Any]:
 def _infer(backend: Backend, message: dict[str, Any]) -> list[dict[str, Any]]:
     descriptors = message["inputs"]
     segments = {name: shm.Segment.attach(name) for name in {d["segment"] for d in descriptors}}
+    allocations = shm.Allocations(message["out_prefix"])
     try:
         feeds = shm.read_tensors(descriptors, segments)
-        outputs = backend.infer(feeds)
+        outputs = backend.infer_into(feeds, allocations.allocate)
         del feeds
+        return allocations.describe(_check_outputs(outputs))
     finally:
+        allocations.close()
         for segment in segments.values():
             segment.close()
-    return shm.write_each(message["out_prefix"], _check_outputs(outputs))
 
 
 def _check_outputs(outputs: Any) -> dict[str, np.ndarray]:
