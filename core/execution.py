@@ -23,6 +23,7 @@ from cmpx.saved.cmpx_format import RunWriter
 from cmpx.validation import NonFinite, find_non_finite
 
 CLOSE_TIMEOUT_SECONDS = 10.0
+MAPPING_BUDGET = 768 << 20  # an iteration's outputs up to this size stay mapped between iterations
 
 
 @dataclass
@@ -63,6 +64,7 @@ class _Run:
     outputs_writer: RunWriter | None = None
     warned: set[tuple[str, str]] = field(default_factory=set)
     inputs: shm.ReusedSegments = field(default_factory=lambda: shm.ReusedSegments())
+    mappings: shm.MappingCache = field(default_factory=lambda: shm.MappingCache(MAPPING_BUDGET))
 
 
 def start_workers(backends: Sequence[BackendPlan], settings: PluginSettings) -> dict[str, supervisor.Worker]:
@@ -111,6 +113,7 @@ def _execute(run: _Run, feeds: Iterator[Mapping[str, Any]] | None) -> None:
     with contextlib.ExitStack() as cleanup:
         cleanup.callback(shm.sweep, run.prefix)
         cleanup.callback(run.inputs.close)
+        cleanup.callback(run.mappings.close)
         if plan.save_inputs:
             run.inputs_writer = RunWriter(plan.save_inputs, "inputs", model_path)
             cleanup.callback(run.inputs_writer.close)
@@ -257,6 +260,9 @@ def _receive(run: _Run, inflight: _Inflight) -> dict[str, TensorSource]:
         if name in replies:
             sources[name] = TensorSource(descriptors={d["name"]: d for d in replies[name]["outputs"]})
             run.result.infer_seconds.setdefault(name, []).append(replies[name]["seconds"])
+    if sum(source.nbytes for source in sources.values()) <= run.mappings.budget:
+        for source in sources.values():  # small enough to keep mapped: the next iterations map nothing
+            source.mappings = run.mappings
     return sources
 
 
@@ -326,17 +332,19 @@ class TensorSource:
     worker to reuse two iterations later; the run's sweep removes them at the end."""
 
     def __init__(self, arrays: Mapping[str, Any] | None = None,
-                 descriptors: Mapping[str, Mapping[str, Any]] | None = None):
+                 descriptors: Mapping[str, Mapping[str, Any]] | None = None, mappings: shm.MappingCache | None = None):
         self._arrays = dict(arrays or {})
         self._descriptors = dict(descriptors or {})
         self._attached: dict[str, shm.Segment] = {}
+        self.mappings = mappings  # keeps small iterations' segments mapped for the next time; None: unmap
         self.names = list(self._arrays) or list(self._descriptors)
 
     def load(self, name: str) -> Any:
         if name in self._arrays:
             return self._arrays[name]
         descriptor = self._descriptors[name]
-        segment = shm.Segment.attach(descriptor["segment"])
+        segment = self.mappings.get(descriptor["segment"]) if self.mappings else shm.Segment.attach(
+            descriptor["segment"])
         self._attached[name] = segment
         return shm.read_tensors([descriptor], {segment.name: segment})[name]
 
@@ -344,7 +352,10 @@ class TensorSource:
         self._arrays.pop(name, None)
         segment = self._attached.pop(name, None)
         if segment is not None:
-            segment.close()
+            if self.mappings is not None:
+                self.mappings.put(segment)
+            else:
+                segment.close()
 
     def release_all(self) -> None:
         for name in list(self._attached):

@@ -19,6 +19,7 @@ import numpy as np
 from cmpx.dtypes import numpy_dtype
 
 SHM_DIR = "/dev/shm"
+POPULATE = getattr(mmap, "MAP_POPULATE", 0)
 PREFIX = "cmpx-"
 ALIGNMENT = 64
 
@@ -37,9 +38,10 @@ def _path(name: str) -> str:
 class Segment:
     """One mapped segment. Arrays made from it are views: no bytes are copied."""
 
-    def __init__(self, name: str, mapping: mmap.mmap, size: int):
+    def __init__(self, name: str, mapping: mmap.mmap, size: int, inode: int = 0):
         self.name = name
         self.size = size
+        self.inode = inode  # tells a mapping of a segment that was since replaced from a current one
         self._mapping = mapping
 
     @classmethod
@@ -49,20 +51,23 @@ class Segment:
         try:
             os.ftruncate(fd, max(size, 1))
             mapping = mmap.mmap(fd, max(size, 1))
+            inode = os.fstat(fd).st_ino
         finally:
             os.close(fd)
-        return cls(name, mapping, max(size, 1))
+        return cls(name, mapping, max(size, 1), inode)
 
     @classmethod
     def attach(cls, name: str, *, writable: bool = False) -> Segment:
+        """Map an existing segment. Its pages are mapped up front (MAP_POPULATE where Linux has it): whoever
+        attaches reads or writes all of it, and one populate call is far cheaper than a fault per page."""
         fd = os.open(_path(name), os.O_RDWR if writable else os.O_RDONLY)
         try:
-            size = os.fstat(fd).st_size
-            access = mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ
-            mapping = mmap.mmap(fd, size, access=access)
+            status = os.fstat(fd)
+            prot = mmap.PROT_READ | (mmap.PROT_WRITE if writable else 0)
+            mapping = mmap.mmap(fd, status.st_size, flags=mmap.MAP_SHARED | POPULATE, prot=prot)
         finally:
             os.close(fd)
-        return cls(name, mapping, size)
+        return cls(name, mapping, status.st_size, status.st_ino)
 
     def view(self, dtype: np.dtype, shape: tuple[int, ...], offset: int) -> np.ndarray:
         count = int(np.prod(shape, dtype=np.int64))
@@ -146,13 +151,48 @@ def write_tensors(segment_name: str, arrays: Mapping[str, np.ndarray]) -> tuple[
     return segment, descriptors
 
 
-def _reuse_or_create(name: str, size: int) -> Segment:
+class MappingCache:
+    """Keeps segments mapped from one iteration to the next (mapping and populating a large segment costs
+    more than copying into it), up to ``budget`` bytes; beyond that, a released segment is unmapped, so that a
+    run with many large tensors (mark all) holds only the ones in use."""
+
+    def __init__(self, budget: int, writable: bool = False):
+        self.budget = budget
+        self.writable = writable
+        self._kept: dict[str, Segment] = {}
+
+    def get(self, name: str) -> Segment:
+        segment = self._kept.pop(name, None)
+        if segment is not None:
+            try:
+                current = os.stat(_path(name))
+            except FileNotFoundError:
+                current = None
+            if current is not None and current.st_ino == segment.inode and current.st_size == segment.size:
+                return segment
+            segment.close()
+        return Segment.attach(name, writable=self.writable)
+
+    def put(self, segment: Segment) -> None:
+        """Done with ``segment`` for now: keep it mapped if the budget allows, else unmap it."""
+        if sum(s.size for s in self._kept.values()) + segment.size <= self.budget:
+            self._kept[segment.name] = segment
+        else:
+            segment.close()
+
+    def close(self) -> None:
+        for segment in self._kept.values():
+            segment.close()
+        self._kept.clear()
+
+
+def _reuse_or_create(name: str, size: int, cache: MappingCache | None = None) -> Segment:
     """The segment ``name`` at ``size`` bytes: the existing one if it has that size (its pages are already
     allocated, so writing costs no page zeroing), else a new one."""
     try:
         return Segment.create(name, size)
     except FileExistsError:
-        segment = Segment.attach(name, writable=True)
+        segment = cache.get(name) if cache is not None else Segment.attach(name, writable=True)
         if segment.size == max(size, 1):
             return segment
         segment.close()
@@ -193,13 +233,15 @@ class Allocations:
     all); ``describe`` copies the other outputs into new segments (one copy) and returns every descriptor.
     """
 
-    def __init__(self, prefix: str):
+    def __init__(self, prefix: str, cache: MappingCache | None = None):
         self.prefix = prefix
+        self.cache = cache
         self._count = 0
         self._allocated: dict[str, tuple[Segment, np.ndarray]] = {}
+        self._written: list[Segment] = []
 
     def _segment(self, nbytes: int) -> Segment:
-        segment = _reuse_or_create(f"{self.prefix}-{self._count}", nbytes)
+        segment = _reuse_or_create(f"{self.prefix}-{self._count}", nbytes, self.cache)
         self._count += 1
         return segment
 
@@ -218,17 +260,20 @@ class Allocations:
                 descriptors.append(describe(name, allocated[0].name, 0, array))
                 continue
             segment = self._segment(array.nbytes)
-            try:
-                np.copyto(segment.view(array.dtype, array.shape, 0), array, casting="no")
-            finally:
-                segment.close()
+            self._written.append(segment)
+            np.copyto(segment.view(array.dtype, array.shape, 0), array, casting="no")
             descriptors.append(describe(name, segment.name, 0, array))
         return descriptors
 
     def close(self) -> None:
-        for segment, _ in self._allocated.values():
-            segment.close()
+        segments = [segment for segment, _ in self._allocated.values()] + self._written
         self._allocated.clear()
+        self._written.clear()
+        for segment in segments:
+            if self.cache is not None:
+                self.cache.put(segment)
+            else:
+                segment.close()
 
 
 def describe(name: str, segment: str, offset: int, array: np.ndarray) -> dict[str, Any]:

@@ -18,6 +18,9 @@ from cmpx.plugins import PluginSettings, make_plugin_manager
 from cmpx.worker.parent_watch import die_with_parent
 
 
+MAPPING_BUDGET = 1 << 30  # output segments kept mapped between inferences
+
+
 class WorkerError(Exception):
     """A problem the worker reports about the backend's contract (bad target, bad outputs...)."""
 
@@ -52,6 +55,7 @@ class _State:
         self.backend: Backend | None = None
         self.prepared_for: tuple[Any, ...] | None = None
         self.prepared: type[Backend] | Exception | None = None
+        self.mappings = shm.MappingCache(MAPPING_BUDGET, writable=True)
 
     def prepare(self, setup: dict[str, Any]) -> None:
         """Import the backend class the coordinator resolved (``setup["target"]``), after loading the plugin
@@ -85,7 +89,7 @@ def _handle(state: _State, message: dict[str, Any]) -> dict[str, Any]:
         if op == "infer":
             if state.backend is None:
                 raise WorkerError("infer before load")
-            outputs = _infer(state.backend, message)
+            outputs = _infer(state, message)
             return {"op": "result", "id": request_id, "outputs": outputs, "seconds": time.perf_counter() - started}
         if state.backend is not None:  # close
             state.backend.close()
@@ -130,10 +134,11 @@ def _settings_kwargs(settings: PluginSettings) -> dict[str, Any]:
     return {"autoload": settings.autoload, "extra": settings.extra, "blocked": settings.blocked}
 
 
-def _infer(backend: Backend, message: dict[str, Any]) -> list[dict[str, Any]]:
+def _infer(state: _State, message: dict[str, Any]) -> list[dict[str, Any]]:
+    backend = state.backend
     descriptors = message["inputs"]
     segments = {name: shm.Segment.attach(name) for name in {d["segment"] for d in descriptors}}
-    allocations = shm.Allocations(message["out_prefix"])
+    allocations = shm.Allocations(message["out_prefix"], state.mappings)
     try:
         feeds = shm.read_tensors(descriptors, segments)
         outputs = backend.infer_into(feeds, allocations.allocate)
