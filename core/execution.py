@@ -6,19 +6,19 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from cmpx import shm, supervisor
+from cmpx.supervisor import release_workers, start_workers
 from cmpx.compare import OutputResult, PairResult, compare_output
 from cmpx.divergence import first_divergence
 from cmpx.dtypes import numpy_dtype
 from cmpx.errors import BackendError
 from cmpx.feeds import feeds_digest
 from cmpx.pairing import comparison_pairs
-from cmpx.plan import BackendPlan, RunPlan
-from cmpx.plugins import PluginSettings
+from cmpx.plan import RunPlan
 from cmpx.saved.cmpx_format import RunWriter
 from cmpx.validation import NonFinite, find_non_finite
 
@@ -67,26 +67,6 @@ class _Run:
     mappings: shm.MappingCache = field(default_factory=lambda: shm.MappingCache(MAPPING_BUDGET))
 
 
-def start_workers(backends: Sequence[BackendPlan], settings: PluginSettings) -> dict[str, supervisor.Worker]:
-    """Start a worker per live backend; each prepares its backend at once (before the model is read).
-    Whoever starts them must hand them to ``execute`` or ``release_workers``."""
-    shm.sweep_orphans()
-    env = dict(os.environ)
-    workers: dict[str, supervisor.Worker] = {}
-    try:
-        for backend in backends:
-            workers[backend.name] = supervisor.start_worker(
-                backend.name, env, setup={"backend": backend.spec.name, "target": backend.spec.target,
-                                          "plugins": settings.to_message()})
-    except BaseException:
-        release_workers(workers)
-        raise
-    return workers
-
-
-def release_workers(workers: Mapping[str, supervisor.Worker]) -> None:
-    for worker in workers.values():
-        supervisor.release(worker)
 
 
 def execute(plan: RunPlan, feeds: Iterator[Mapping[str, Any]] | None, reporter: Reporter,
@@ -96,6 +76,7 @@ def execute(plan: RunPlan, feeds: Iterator[Mapping[str, Any]] | None, reporter: 
 
     Never leaves a worker, a segment or an open file behind.
     """
+    shm.sweep_orphans()
     run = _Run(plan, reporter, RunResult(), shm.new_run_prefix())
     if workers is None:
         workers = start_workers(plan.backends, plan.plugin_settings)
@@ -141,12 +122,14 @@ def _iterate(run: _Run, feeds: Iterator[Mapping[str, Any]] | None) -> None:
 
     feed = next_feed(0)
     inflight = _dispatch(run, 0, feed) if feed is not None else None
+    del feed  # in shared memory now: let the loader's arrays go
     while inflight is not None:
         sources = _receive(run, inflight)
         following = None
         upcoming = next_feed(inflight.iteration + 1)
         if upcoming is not None and _overlap_fits(sources):
             following = _dispatch(run, inflight.iteration + 1, upcoming)
+            upcoming = None
         try:
             _compare_iteration(run, inflight, sources)
         finally:
@@ -160,6 +143,7 @@ def _iterate(run: _Run, feeds: Iterator[Mapping[str, Any]] | None) -> None:
             return
         if following is None and upcoming is not None:
             following = _dispatch(run, inflight.iteration + 1, upcoming)
+            upcoming = None
         inflight = following
 
 
@@ -243,6 +227,7 @@ def _dispatch(run: _Run, iteration: int, feed: Mapping[str, Any]) -> _Inflight:
         return inflight
     parity = iteration % 2
     descriptors = run.inputs.write(f"{run.prefix}in{parity}", feed)
+    del feed
     for index, (name, worker) in enumerate(run.workers.items()):
         if name in alive:
             inflight.ids[name] = worker.next_id()

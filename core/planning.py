@@ -277,13 +277,25 @@ def _fitted(feeds: Any, inputs: Sequence[TensorSpec], loader: str,
             warned.add(key)
             warn(message)
 
-    for iteration, feed in enumerate(feeds):
-        yield fit_feeds(feed, inputs, iteration, f"data loader {loader!r}", warn_once)
+    source = iter(feeds)
+    for iteration in itertools.count():
+        # No local names the feed while this generator is suspended: once the run has copied a feed into
+        # shared memory, its arrays can be freed.
+        try:
+            yield fit_feeds(next(source), inputs, iteration, f"data loader {loader!r}", warn_once)
+        except StopIteration:
+            return
 
 
 def _peeked(feeds: Iterator[Mapping[str, Any]]) -> Iterator[Mapping[str, Any]]:
-    first = next(feeds, None)  # a data source that fails should fail before any worker starts
-    return itertools.chain([first], feeds) if first is not None else iter(())
+    """``feeds`` with its first feed made now (a data source that fails should fail before any inference)."""
+    first = next(feeds, None)
+    return _prepend([first], feeds) if first is not None else iter(())
+
+
+def _prepend(holder: list[Mapping[str, Any]], rest: Iterator[Mapping[str, Any]]) -> Iterator[Mapping[str, Any]]:
+    yield holder.pop()
+    yield from rest
 
 
 def _backend_spec(plugins: PluginSet, name: str) -> BackendSpec:

@@ -75,6 +75,12 @@ class Segment:
             raise ValueError(f"tensor of {count} x {dtype} at offset {offset} overruns segment {self.name}")
         return np.frombuffer(self._mapping, dtype=dtype, count=count, offset=offset).reshape(shape)
 
+    def drop_pages(self) -> None:
+        """Drop this process's page mappings (the data stays in the segment): the workers read the inputs, the
+        coordinator needs not count them in its resident memory until it writes the next ones."""
+        if hasattr(mmap, "MADV_DONTNEED"):
+            self._mapping.madvise(mmap.MADV_DONTNEED)
+
     def close(self) -> None:
         """Unmap; if numpy views are still alive the mapping is released when the last one goes."""
         try:
@@ -217,6 +223,7 @@ class ReusedSegments:
         for (tensor, array), offset in zip(arrays.items(), offsets):
             np.copyto(segment.view(array.dtype, array.shape, offset), array, casting="no")
             descriptors.append(describe(tensor, name, offset, array))
+        segment.drop_pages()
         return descriptors
 
     def close(self) -> None:

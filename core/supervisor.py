@@ -17,7 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -254,3 +254,24 @@ def release(worker: Worker) -> None:
                 pass
     worker.log.close()
     worker.closed = True
+
+
+def start_workers(backends: Sequence[Any], settings: Any) -> dict[str, Worker]:
+    """Start a worker per live backend (cmpx.plan.BackendPlan); each imports its backend at once, before the
+    model is read. Light on purpose (no numpy): the CLI calls it as early as it can. Whoever starts them must
+    hand them to ``execution.execute`` or ``release_workers``."""
+    env = dict(os.environ)
+    workers: dict[str, Worker] = {}
+    try:
+        for backend in backends:
+            workers[backend.name] = start_worker(backend.name, env, setup={
+                "backend": backend.spec.name, "target": backend.spec.target, "plugins": settings.to_message()})
+    except BaseException:
+        release_workers(workers)
+        raise
+    return workers
+
+
+def release_workers(workers: Mapping[str, Worker]) -> None:
+    for worker in workers.values():
+        release(worker)

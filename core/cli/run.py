@@ -183,14 +183,15 @@ def _run(plugins: PluginSet, values: dict[str, Any]) -> int:
     values.pop("plugin_args")
     request = dataclasses.replace(request, backend_options=values)  # what is left are the backends' own options
     checked = preflight(request, plugins, settings)
-    from cmpx.execution import RunInterrupted, execute, release_workers, start_workers  # only for valid options
-    from cmpx.report import TextReporter, exit_code
+    from cmpx.supervisor import release_workers, start_workers
 
-    # The workers start now and import their frameworks while this process reads the model and makes data;
-    # if that finds a problem they are stopped before loading anything.
+    # The workers start now, before anything heavy is imported here, and import their frameworks while this
+    # process reads the model and makes data; if that finds a problem they are stopped before loading anything.
     workers = start_workers(checked.backends, settings)
     try:
         plan, feeds = build_plan(checked, warn=lambda m: click.echo(f"warning: {m}", err=True))
+        from cmpx.execution import RunInterrupted, execute
+        from cmpx.report import TextReporter, exit_code
     except BaseException:
         release_workers(workers)
         raise
