@@ -51,6 +51,7 @@ class Reporter(Protocol):
     def pair_compared(self, pair: PairResult) -> None: ...
     def non_finite(self, finding: NonFinite) -> None: ...
     def warning(self, message: str) -> None: ...
+    def waiting(self, phase: str, pending: list[str], elapsed: float) -> None: ...
 
 
 @dataclass
@@ -168,7 +169,8 @@ def _start_and_load(run: _Run) -> None:
     plan = run.plan
     if not plan.backends:
         return
-    _collect(run, supervisor.wait_replies(run.workers.values(), "hello", "start", plan.timeouts))
+    _collect(run, supervisor.wait_replies(run.workers.values(), "hello", "start", plan.timeouts,
+                                          on_wait=_progress(run, "starting")))
     ids = {}
     for backend in plan.backends:
         worker = run.workers[backend.name]
@@ -177,10 +179,15 @@ def _start_and_load(run: _Run) -> None:
                                  "options": dict(backend.options), "model": plan.model.path,
                                  "mark": list(plan.mark) if backend.spec.supports_marking else [],
                                  "plugins": plan.plugin_settings.to_message()}, "load")
-    replies = supervisor.wait_replies(run.workers.values(), "ready", "load", plan.timeouts, ids)
+    replies = supervisor.wait_replies(run.workers.values(), "ready", "load", plan.timeouts, ids,
+                                      on_wait=_progress(run, "loading"))
     for name, reply in _collect(run, replies).items():
         run.result.load_seconds[name] = reply["seconds"]
         run.reporter.loaded(name, reply["seconds"])
+
+
+def _progress(run: _Run, phase: str):
+    return lambda pending, elapsed: run.reporter.waiting(phase, pending, elapsed)
 
 
 def _close_workers(run: _Run) -> None:
@@ -239,7 +246,8 @@ def _dispatch(run: _Run, iteration: int, feed: Mapping[str, Any]) -> _Inflight:
 def _receive(run: _Run, inflight: _Inflight) -> dict[str, TensorSource]:
     """Each live backend's outputs, left in shared memory until loaded."""
     waiting = [run.workers[name] for name in inflight.ids]
-    replies = _collect(run, supervisor.wait_replies(waiting, "result", "infer", run.plan.timeouts, inflight.ids))
+    replies = _collect(run, supervisor.wait_replies(waiting, "result", "infer", run.plan.timeouts, inflight.ids,
+                                                    on_wait=_progress(run, f"iteration {inflight.iteration}")))
     sources = {}
     for name in run.workers:  # command-line order
         if name in replies:

@@ -1,14 +1,20 @@
-"""Plain-text report: one line per compared output as results arrive, then a summary and the verdict."""
+"""Plain-text report: results as they arrive, then a summary table and the verdict.
+
+Verbosity: -q shows failures, errors and the summary; the default adds one line per compared output (with
+statistics, histogram and worst elements for failing ones); -v adds the statistics of passing outputs too.
+"""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from cmpx import __version__
 from cmpx.compare import OutputResult, PairResult
 from cmpx.errors import BackendCrashed, BackendError
+from cmpx.terminal import Progress, paint
 from cmpx.validation import NonFinite
 
 if TYPE_CHECKING:
@@ -17,10 +23,12 @@ if TYPE_CHECKING:
 
 DETAIL_INDENT = "        "
 EXIT_PASSED, EXIT_MISMATCH, EXIT_USAGE, EXIT_BACKEND_FAILED = 0, 1, 2, 3
+QUIET, NORMAL, VERBOSE = 0, 1, 2
 
 
 def exit_code(result: RunResult) -> int:
-    """3 if any backend failed (it outranks a mismatch), 1 if any output mismatched, else 0."""
+    """3 if any backend failed (it outranks a mismatch), 1 if any output mismatched or --validate found NaN/Inf,
+    else 0."""
     if result.failures:
         return EXIT_BACKEND_FAILED
     if result.non_finite or any(not pair.passed for pair in result.pairs):
@@ -32,83 +40,123 @@ def exit_code(result: RunResult) -> int:
 class TextReporter:
     echo: Callable[[str], None]
     debug: bool = False
+    verbosity: int = NORMAL
+    colour: bool = False
+    progress: Progress = field(default_factory=Progress)
     model_outputs: frozenset[str] = frozenset()  # with marking, other tensors get one line each
     marking: bool = False
     show_unmatched: bool = False
+
+    def say(self, text: str, word: str | None = None) -> None:
+        self.progress.clear()
+        self.echo(paint(text, word, self.colour) if word else text)
 
     def started(self, plan: RunPlan) -> None:
         model = plan.model.path if plan.model else "saved runs"
         iterations = f"{plan.iterations} iteration(s)" if plan.iterations else "iterations: all the data"
         marked = f" | {len(plan.mark)} marked tensor(s)" if plan.mark else ""
-        self.echo(f"cmpx {__version__} | {model} | backends: {', '.join(plan.names)} | {iterations}{marked}")
+        if self.verbosity > QUIET:
+            self.say(f"cmpx {__version__} | {model} | backends: {', '.join(plan.names)} | {iterations}{marked}")
         self.model_outputs = plan.required_outputs
         self.marking = plan.graph is not None
         self.show_unmatched = plan.show_unmatched
 
+    def waiting(self, phase: str, pending: list[str], elapsed: float) -> None:
+        self.progress.update(phase, pending, elapsed)
+
     def warning(self, message: str) -> None:
-        self.echo(f"warning: {message}")
+        self.say(f"warning: {message}", "warning")
 
     def loaded(self, backend: str, seconds: float) -> None:
-        self.echo(f"loaded {backend} in {seconds:.3f} s")
+        if self.verbosity > QUIET:
+            self.say(f"loaded {backend} in {seconds:.3f} s")
 
     def backend_failed(self, error: BackendError) -> None:
-        self.echo(f"ERROR   {error}")
+        self.say(f"ERROR   {error}", "ERROR")
         if isinstance(error, BackendCrashed) and error.stderr_tail:
-            self.echo(_indent(f"last lines of its stderr:\n{error.stderr_tail}", "        "))
+            self.say(_indent(f"last lines of its stderr:\n{error.stderr_tail}", DETAIL_INDENT))
         elif self.debug and error.__cause__ is not None:
-            self.echo(_indent(str(error.__cause__), "        "))
+            self.say(_indent(str(error.__cause__), DETAIL_INDENT))
 
     def pair_compared(self, pair: PairResult) -> None:
-        self.echo(f"[iteration {pair.iteration}] {pair.backend} vs {pair.reference} (reference)")
+        if self.verbosity == QUIET and pair.passed:
+            return
+        self.say(f"[iteration {pair.iteration}] {pair.backend} vs {pair.reference} (reference)")
         for output in pair.outputs:
+            if self.verbosity == QUIET and output.passed:
+                continue
             intermediate = self.marking and output.output not in self.model_outputs
-            for line in format_output(output, details=not intermediate):
-                self.echo("  " + line)
+            details = not intermediate and (self.verbosity >= VERBOSE or not output.passed)
+            for line in format_output(output, details=details):
+                self.say("  " + line, "PASSED" if line.startswith("PASSED") else "FAILED")
         if pair.unmatched:
             sides = sorted({side for _, side in pair.unmatched})
-            self.echo(f"  {len(pair.unmatched)} marked tensor(s) only in {' or '.join(sides)}, not compared"
-                      + ("" if self.show_unmatched else " (--show-unmatched lists them)"))
+            self.say(f"  {len(pair.unmatched)} marked tensor(s) only in {' or '.join(sides)}, not compared"
+                     + ("" if self.show_unmatched else " (--show-unmatched lists them)"))
             if self.show_unmatched:
                 for tensor, side in pair.unmatched:
-                    self.echo(f"    {tensor} (only in {side})")
+                    self.say(f"    {tensor} (only in {side})")
         divergence = pair.first_divergence
         if divergence is not None:
             where = ", ".join(p for p in (divergence.node, divergence.op_type) if p)
             first = divergence.result.metrics[0].summary if divergence.result.metrics else divergence.result.note
-            self.echo(f"  first divergence: {divergence.tensor} ({where}): {first}")
+            self.say(f"  first divergence: {divergence.tensor} ({where}): {first}")
             for line in format_output(divergence.result)[1:]:
-                self.echo("  " + line)
+                self.say("  " + line)
         elif self.marking and not pair.passed:
-            self.echo("  first divergence: none found among the compared tensors (the failing ones are not "
-                      "computed from compared tensors that pass)")
+            self.say("  first divergence: none found among the compared tensors (the failing ones are not "
+                     "computed from compared tensors that pass)")
 
     def non_finite(self, finding: NonFinite) -> None:
-        self.echo(f"INVALID {finding} (--validate)")
+        self.say(f"INVALID {finding} (--validate)", "INVALID")
 
     def summary(self, result: RunResult, interrupted: bool = False) -> None:
-        self.echo("Summary (interrupted: what finished)" if interrupted else "Summary")
+        self.say("Summary (interrupted: what finished)" if interrupted else "Summary")
         by_pair: dict[tuple[str, str], list[PairResult]] = {}
         for pair in result.pairs:
             by_pair.setdefault((pair.backend, pair.reference), []).append(pair)
         for (backend, reference), pairs in by_pair.items():
-            passed = sum(p.passed for p in pairs)
-            self.echo(f"  {backend} vs {reference}: {passed}/{len(pairs)} iterations passed "
-                      f"({100.0 * passed / len(pairs):.0f}%)")
+            self.say(f"  {backend} vs {reference}: {_pair_line(pairs)}")
         if not result.pairs:
-            self.echo("  nothing was compared")
+            self.say("  nothing was compared")
+        if result.load_seconds:
+            self.say("  backend        load s   mean infer s")
+            for name, seconds in result.load_seconds.items():
+                runs = result.infer_seconds.get(name, [])
+                mean = f"{sum(runs) / len(runs):13.4f}" if runs else "            -"
+                self.say(f"  {name:<14} {seconds:6.3f}  {mean}")
         if result.non_finite:
-            self.echo(f"  --validate: {len(result.non_finite)} output(s) with NaN or Inf")
+            self.say(f"  --validate: {len(result.non_finite)} output(s) with NaN or Inf")
         if result.stopped_early:
-            self.echo("  stopped at the first mismatch (--fail-fast)")
+            self.say("  stopped at the first mismatch (--fail-fast)")
         for name, error in result.failures.items():
-            self.echo(f"  {name}: FAILED during {error.phase}: {error.detail}")
+            self.say(f"  {name}: FAILED during {error.phase}: {error.detail}", "FAILED")
         if interrupted:
             return
         code = exit_code(result)
         verdict = {EXIT_PASSED: "PASSED", EXIT_MISMATCH: "FAILED (mismatch)",
                    EXIT_BACKEND_FAILED: "FAILED (backend failure)"}[code]
-        self.echo(f"{verdict} | {len(result.pairs)} comparison(s) over {result.iterations} iteration(s) "
-                  f"| exit {code}")
+        self.say(f"{verdict} | {len(result.pairs)} comparison(s) over {result.iterations} iteration(s) "
+                 f"| exit {code}", "PASSED" if code == EXIT_PASSED else "FAILED")
+
+
+def _pair_line(pairs: list[PairResult]) -> str:
+    passed = sum(p.passed for p in pairs)
+    outputs = [o for p in pairs for o in p.outputs]
+    worst_abs = _worst(outputs, "abs")
+    worst_rel = _worst(outputs, "rel")
+    text = (f"{passed}/{len(pairs)} iterations passed ({100.0 * passed / len(pairs):.0f}%), "
+            f"{sum(o.passed for o in outputs)}/{len(outputs)} outputs passed")
+    if worst_abs is not None:
+        text += f", worst abs {worst_abs:.3g}, worst rel {worst_rel:.3g}"
+    return text
+
+
+def _worst(outputs: list[OutputResult], key: str) -> float | None:
+    values = [m.data[key]["max"] for o in outputs for m in o.metrics if isinstance(m.data.get(key), dict)]
+    if not values:
+        return None
+    return math.nan if any(math.isnan(v) for v in values) else max(values)
 
 
 def format_output(output: OutputResult, details: bool = True) -> list[str]:

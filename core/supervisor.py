@@ -17,7 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +25,7 @@ from cmpx import protocol
 from cmpx.errors import BackendCrashed, BackendError, BackendTimeout, ProtocolError, RemoteTraceback
 
 KILL_GRACE_SECONDS = 2.0
+PROGRESS_TICK_SECONDS = 0.25
 STDERR_TAIL_BYTES = 4096
 STDERR_TAIL_LINES = 12
 
@@ -108,12 +109,13 @@ def send(worker: Worker, message: dict[str, Any], phase: str) -> None:
 
 
 def wait_replies(workers: Iterable[Worker], expect: str, phase: str, timeout: float | Mapping[str, float],
-                 request_ids: dict[str, int] | None = None) -> dict[str, dict[str, Any] | BackendError]:
+                 request_ids: dict[str, int] | None = None,
+                 on_wait: Callable[[list[str], float], None] | None = None) -> dict[str, dict[str, Any] | BackendError]:
     """Wait until each worker answers with op ``expect`` (or fails); return name -> message or error.
 
     ``timeout`` is in seconds, for all workers or per worker name. A worker that dies, sends an ``error``,
     breaks the protocol or misses its deadline gets a BackendError (and is stopped); the others are still
-    waited for.
+    waited for. ``on_wait(pending names, seconds elapsed)`` is called about every 0.25 s while waiting (progress).
     """
     workers = list(workers)
     pending = {w.name: w for w in workers if w.alive}
@@ -145,6 +147,9 @@ def wait_replies(workers: Iterable[Worker], expect: str, phase: str, timeout: fl
             if not pending:
                 break
             remaining = min(started + limits[name] for name in pending) - now
+            if on_wait is not None:
+                on_wait(sorted(pending), now - started)
+                remaining = min(remaining, PROGRESS_TICK_SECONDS)
             for key, _ in selector.select(max(remaining, 0)):
                 worker, kind = key.data
                 if kind == "exit":
@@ -244,8 +249,13 @@ def stop(worker: Worker) -> None:
 
 
 def release(worker: Worker) -> None:
-    """Stop the process if needed and close every descriptor the coordinator holds for it."""
+    """Stop the process if needed, end whatever it forked (its process group: a framework may fork helpers
+    that would outlive it), and close every descriptor the coordinator holds for it."""
     stop(worker)
+    try:
+        os.killpg(worker.process.pid, signal.SIGKILL)  # the worker leads its own session and process group
+    except (ProcessLookupError, PermissionError):
+        pass
     for fd in (worker.to_worker, worker.from_worker, worker.pidfd):
         if fd is not None:
             try:

@@ -4,10 +4,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-
 from cmpx import shm
-from cmpx.cli.main import cli
 
 HERE = Path(__file__).resolve().parent
 PLUGIN_DIR = HERE / "plugins"
@@ -17,29 +14,8 @@ REPO = HERE.parent
 sys.path.insert(0, str(PLUGIN_DIR))
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PLUGIN_DIR), os.environ.get("PYTHONPATH")]))
 
-sys.path.insert(0, str(HERE))
-import modelgen  # noqa: E402
-
-
-def worker_processes(parent: int | None = None) -> list[int]:
-    """PIDs of live cmpx workers started by ``parent`` (default: this process)."""
-    parent = os.getpid() if parent is None else parent
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                argv = f.read().split(b"\0")
-            with open(f"/proc/{entry}/stat") as f:
-                state = f.read().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if b"cmpx.worker" in argv and state != "Z":
-            position = argv.index(b"cmpx.worker")  # python -m cmpx.worker FD_IN FD_OUT PARENT_PID [SETUP]
-            if argv[position + 3:position + 4] == [str(parent).encode()]:
-                found.append(int(entry))
-    return found
+from cmpx.testing import models as modelgen  # noqa: E402
+from cmpx.testing.leaks import worker_processes  # noqa: E402
 
 
 @pytest.fixture
@@ -52,14 +28,10 @@ def no_leaks():
 
 
 @pytest.fixture
-def run_cli(no_leaks):
-    """Invoke the real CLI in-process (workers are real subprocesses); returns the click Result."""
-    runner = CliRunner()
-
-    def invoke(*args: str):
-        return runner.invoke(cli, [str(a) for a in args], catch_exceptions=False)
-
-    return invoke
+def run_cli(cmpx_cli):
+    """The real CLI in-process with real worker processes: cmpx's own pytest plugin fixture, which also fails
+    the test if a worker or a shared-memory segment outlives the run."""
+    return cmpx_cli
 
 
 @pytest.fixture

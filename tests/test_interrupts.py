@@ -9,7 +9,8 @@ import time
 import pytest
 
 from cmpx import shm
-from conftest import REPO, worker_processes
+from cmpx.testing.leaks import worker_processes
+from conftest import REPO
 
 
 def workers_of(parent: int) -> list[int]:

@@ -94,3 +94,8 @@ def test_a_crash_in_a_later_iteration_keeps_the_earlier_ones_and_repairs_the_pai
     assert "faulty vs onnxref: 2/2 iterations passed" in result.output
     assert "onnxrt vs onnxref: 1/1 iterations passed" in result.output  # iteration 2, without faulty
     assert "faulty failed during infer: worker killed by SIGSEGV" in result.output
+
+
+def test_processes_a_backend_forks_do_not_outlive_the_run(run_cli, models, tmp_path):
+    result, _ = run_faulty(run_cli, models.matmul_chain, "load:fork-helper", tmp_path)
+    assert result.exit_code == 0, result.output  # the run_cli fixture fails the test if the helper survives

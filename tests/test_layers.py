@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-import modelgen
+from cmpx.testing import models as modelgen
 
 BACKENDS = ("--backend", "onnxrt", "--backend", "onnxref")
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import sys
 from typing import Any
 
 import click
@@ -135,6 +136,10 @@ def build_run_command(plugins: PluginSet) -> click.Command:
                       help="load a plugin module here and in every worker (also CMPX_PLUGINS=a,b); "
                            "-p no:NAME blocks plugin NAME"),
         GroupedOption(["--debug"], is_flag=True, group=EXECUTION, help="show tracebacks"),
+        GroupedOption(["-v", "--verbose"], count=True, group=REPORTS,
+                      help="also show the statistics of passing outputs"),
+        GroupedOption(["-q", "--quiet"], is_flag=True, group=REPORTS,
+                      help="show only failures, errors and the summary"),
     ]
     multi_value = dict(MULTI_VALUE, **{"--compare": lambda w: w in plugins.metrics})
     for metric in plugins.metrics:
@@ -180,6 +185,7 @@ def _run(plugins: PluginSet, values: dict[str, Any]) -> int:
         onnx_outputs=values.pop("onnx_outputs"), onnx_exclude_outputs=values.pop("onnx_exclude_outputs"),
         mark_all=values.pop("mark_all"), show_unmatched=values.pop("show_unmatched"))
     debug = values.pop("debug")
+    verbosity = max(0, 1 + values.pop("verbose") - (1 if values.pop("quiet") else 0))
     values.pop("plugin_args")
     request = dataclasses.replace(request, backend_options=values)  # what is left are the backends' own options
     checked = preflight(request, plugins, settings)
@@ -192,10 +198,12 @@ def _run(plugins: PluginSet, values: dict[str, Any]) -> int:
         plan, feeds = build_plan(checked, warn=lambda m: click.echo(f"warning: {m}", err=True))
         from cmpx.execution import RunInterrupted, execute
         from cmpx.report import TextReporter, exit_code
+        from cmpx.terminal import Progress, colour_wanted
     except BaseException:
         release_workers(workers)
         raise
-    reporter = TextReporter(click.echo, debug=debug)
+    reporter = TextReporter(click.echo, debug=debug, verbosity=verbosity, colour=colour_wanted(sys.stdout),
+                            progress=Progress.for_terminal())
     reporter.started(plan)
     try:
         result = execute(plan, feeds, reporter, workers)

@@ -15,7 +15,7 @@ import cmpx
 
 PHASES = ("load", "infer")
 KINDS = ("raise", "segfault", "abort", "exit", "sigkill", "memory", "hang", "hang-ignoring-sigterm", "drop-output",
-         "garbage", "truncated-frame", "truncated-frame-exit", "oversized-frame")
+         "garbage", "truncated-frame", "truncated-frame-exit", "oversized-frame", "fork-helper")
 STAMP_ENV = "CMPX_TEST_FAULT_STAMP"  # a file that gets the time just before the fault
 
 
@@ -70,6 +70,11 @@ class FaultyBackend(cmpx.Backend):
             if kind == "truncated-frame-exit":
                 os._exit(0)
             time.sleep(3600)
+        if kind == "fork-helper":  # like a framework forking a helper process that would outlive the worker
+            if os.fork() == 0:
+                time.sleep(60)
+                os._exit(0)
+            return
         if kind == "oversized-frame":
             os.write(out, b"\x7f\xff\xff\xff")
             time.sleep(3600)

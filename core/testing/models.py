@@ -1,4 +1,4 @@
-"""Tiny ONNX models for tests, built in code (no files shipped)."""
+"""Tiny ONNX models for tests, built in code (no files shipped). Imports onnx and numpy when imported."""
 
 from __future__ import annotations
 
@@ -80,3 +80,16 @@ def save_with_external_data(model: onnx.ModelProto, directory) -> str:
     onnx.save(model, path, save_as_external_data=True, all_tensors_to_one_file=True, location="weights.bin",
               size_threshold=0)
     return path
+
+
+def conv_model(seed: int = 0) -> onnx.ModelProto:
+    """X[1,3,8,8] -> Conv(3->4, 3x3, pad 1) -> Relu -> Y, and GlobalAveragePool(Y) -> Z."""
+    rng = np.random.default_rng(seed)
+    weight = numpy_helper.from_array(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "W")
+    bias = numpy_helper.from_array(rng.standard_normal(4).astype(np.float32), "B")
+    return _model([helper.make_node("Conv", ["X", "W", "B"], ["conv"], name="conv0", pads=[1, 1, 1, 1]),
+                   helper.make_node("Relu", ["conv"], ["Y"], name="relu0"),
+                   helper.make_node("GlobalAveragePool", ["Y"], ["Z"], name="pool0")],
+                  [helper.make_tensor_value_info("X", TensorProto.FLOAT, [1, 3, 8, 8])],
+                  [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [1, 4, 8, 8]),
+                   helper.make_tensor_value_info("Z", TensorProto.FLOAT, [1, 4, 1, 1])], [weight, bias])

@@ -1,0 +1,32 @@
+"""What a run may leave behind, for tests to check it left nothing: worker processes, shared-memory segments."""
+
+from __future__ import annotations
+
+import os
+
+from cmpx import shm
+
+
+def worker_processes(parent: int | None = None) -> list[int]:
+    """PIDs of live cmpx workers started by ``parent`` (default: this process)."""
+    parent = os.getpid() if parent is None else parent
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+            with open(f"/proc/{entry}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if b"cmpx.worker" in argv and state != "Z":
+            position = argv.index(b"cmpx.worker")  # python -m cmpx.worker FD_IN FD_OUT PARENT_PID [SETUP]
+            if argv[position + 3:position + 4] == [str(parent).encode()]:
+                found.append(int(entry))
+    return found
+
+
+def segments() -> set[str]:
+    return set(shm.list_segments())

@@ -1,0 +1,71 @@
+"""cmpx's pytest plugin (entry point ``pytest11``), for authors of cmpx plugins:
+
+    def test_my_backend_matches_onnxrt(cmpx_cli, cmpx_models):
+        result = cmpx_cli("run", cmpx_models.conv(), "--backend", "mine", "--backend", "onnxrt",
+                          plugins=["my_package.plugin"])
+        assert result.exit_code == 0, result.output
+
+``cmpx_cli(*args, plugins=(), env=None)`` runs the real CLI in-process (its workers are real processes that
+see the same sys.path), loading ``plugins`` with ``-p``, and fails the test if a worker process or a shared-memory
+segment outlives it. ``cmpx_models`` writes small ONNX models into the test's tmp_path: ``conv()``,
+``matmul_chain(layers=3, size=8, perturb=None)``, ``dynamic_add()``, ``gather_model()``, ``unary(op)``.
+Nothing heavy is imported until a fixture is used.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterable, Mapping
+
+import pytest
+
+
+class _Models:
+    def __init__(self, directory):
+        self._directory = directory
+
+    def __getattr__(self, name: str):
+        from cmpx.testing import models
+
+        build = getattr(models, name if name.endswith("_model") or name in ("matmul_chain", "dynamic_add", "unary")
+                        else f"{name}_model", None) or getattr(models, name)
+
+        def make(*args, **kwargs) -> str:
+            suffix = "-".join(str(a) for a in [*args, *kwargs.values()])
+            path = self._directory / f"{name}{'-' + suffix if suffix else ''}.onnx"
+            if not path.exists():
+                models.save(build(*args, **kwargs), path)
+            return str(path)
+
+        return make
+
+
+@pytest.fixture
+def cmpx_models(tmp_path):
+    """Small ONNX models, written on first use: ``cmpx_models.conv()``, ``cmpx_models.matmul_chain(layers=5)``..."""
+    return _Models(tmp_path)
+
+
+@pytest.fixture
+def cmpx_cli(monkeypatch):
+    """Run ``cmpx`` in-process; see the module docstring."""
+    from click.testing import CliRunner
+
+    from cmpx.cli.main import cli
+    from cmpx.testing.leaks import segments, worker_processes
+
+    # Workers are fresh interpreters: give them this process's import path, so plugins importable here are there.
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in sys.path if p))
+    before = segments()
+    runner = CliRunner()
+
+    def invoke(*args: object, plugins: Iterable[str] = (), env: Mapping[str, str] | None = None):
+        words = [str(a) for a in args]
+        for plugin in plugins:
+            words += ["-p", plugin]
+        return runner.invoke(cli, words, env=dict(env or {}), catch_exceptions=False)
+
+    yield invoke
+    assert segments() - before == set(), "a cmpx run left shared-memory segments behind"
+    assert worker_processes() == [], "a cmpx run left worker processes behind"

@@ -1,0 +1,1 @@
+"""OpenVINO backend for cmpx."""

@@ -1,0 +1,35 @@
+"""The OpenVINO backend. Runs only inside a cmpx worker process."""
+
+from __future__ import annotations
+
+import numpy as np
+import openvino
+
+import cmpx
+
+# --openvino-precision -> (OpenVINO's hint value, the capability the device must list)
+PRECISIONS = {"f32": ("f32", "FP32"), "bf16": ("bf16", "BF16"), "f16": ("f16", "FP16")}
+
+
+class PrecisionUnsupported(ValueError):
+    pass
+
+
+class OpenvinoBackend(cmpx.Backend):
+    def load(self, model_path: str) -> None:
+        core = openvino.Core()
+        device = self.options.get("device") or "CPU"
+        hint, capability = PRECISIONS[self.options.get("precision") or "f32"]
+        capabilities = list(core.get_property(device, "OPTIMIZATION_CAPABILITIES"))
+        if capability not in capabilities:
+            raise PrecisionUnsupported(
+                f"{device} has no {capability} support (it lists {', '.join(capabilities)}); choose another "
+                f"--openvino-precision")
+        model = core.read_model(model_path)
+        self.compiled = core.compile_model(model, device, {"INFERENCE_PRECISION_HINT": hint})
+        self.request = self.compiled.create_infer_request()
+        self.output_names = [output.get_any_name() for output in self.compiled.outputs]
+
+    def infer(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        results = self.request.infer(feeds)
+        return {name: np.asarray(results[output]) for name, output in zip(self.output_names, self.compiled.outputs)}

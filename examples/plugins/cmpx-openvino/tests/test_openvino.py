@@ -1,0 +1,51 @@
+"""The OpenVINO plugin as a user gets it: installed, found through its entry point, compared with ONNX Runtime
+on the example models, through cmpx's own pytest plugin."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("cmpx_openvino", reason="install it: pip install -e examples/plugins/cmpx-openvino")
+pytest.importorskip("openvino", reason="the plugin needs the openvino package")
+
+EXAMPLES = Path(__file__).resolve().parents[3] / "models"
+
+
+def test_it_is_found_through_its_entry_point(cmpx_cli):
+    result = cmpx_cli("plugins")
+    assert re.search(r"openvino\s+OpenVINO runtime .*\[plugin openvino \(cmpx-openvino 0\.1\.0\)\]", result.output)
+
+
+@pytest.mark.parametrize("model, extra", [("conv.onnx", ()), ("dynamic_identity.onnx", ("--input-shapes", "X:[1,2,4,4]"))])
+def test_it_agrees_with_onnx_runtime_on_the_example_models(cmpx_cli, model, extra):
+    result = cmpx_cli("run", EXAMPLES / model, "--backend", "openvino", "--backend", "onnxrt", *extra,
+                      "--atol", "1e-5", "--rtol", "1e-4")
+    assert result.exit_code == 0, result.output
+    assert "openvino vs onnxrt (reference)" in result.output
+
+
+def test_bf16_differs_by_a_plausible_amount(cmpx_cli):
+    args = ("run", EXAMPLES / "conv.onnx", "--backend", "openvino", "--openvino-precision", "bf16", "--backend",
+            "onnxrt")
+    capabilities = __import__("openvino").Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")
+    if "BF16" not in capabilities:
+        result = cmpx_cli(*args)
+        assert result.exit_code == 3 and "has no BF16 support" in result.output
+        return
+    strict = cmpx_cli(*args)
+    loose = cmpx_cli(*args, "--atol", "5e-2", "--rtol", "5e-2")
+    assert loose.exit_code == 0, loose.output
+    worst = float(re.search(r"Y: max abs ([0-9.e-]+)", loose.output).group(1))
+    assert 1e-6 < worst < 5e-2  # bf16 keeps 8 bits of mantissa
+    assert strict.exit_code in (0, 1)
+
+
+def test_an_unsupported_precision_is_a_clear_load_error(cmpx_cli):
+    capabilities = __import__("openvino").Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")
+    if "FP16" in capabilities:
+        pytest.skip("this CPU runs f16; the error path needs one that does not")
+    result = cmpx_cli("run", EXAMPLES / "conv.onnx", "--backend", "openvino", "--openvino-precision", "f16",
+                      "--backend", "onnxrt")
+    assert result.exit_code == 3
+    assert "PrecisionUnsupported: CPU has no FP16 support" in result.output
