@@ -50,7 +50,9 @@ def tolerance_result(name: str, stat: str, stats: ErrorStats, s: OutputSettings)
                             "check": stat, "atol": s.atol, "rtol": s.rtol,
                             "quantile": s.quantile if stat == "quantile" else None,
                             "mismatches": stats.mismatches, "size": stats.size, "min_tolerance": required,
-                            "abs": _summary_data(stats, stats.abs), "rel": _summary_data(stats, stats.rel)})
+                            "abs": _summary_data(stats, stats.abs), "rel": _summary_data(stats, stats.rel),
+                            "abs_histogram": [list(row) for row in stats.abs.histogram],
+                            "rel_histogram": [list(row) for row in stats.rel.histogram]})
 
 
 def _index(stats: ErrorStats, summary: Summary) -> str:

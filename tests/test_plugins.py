@@ -159,9 +159,30 @@ def test_help_plugins_and_option_errors_import_no_framework(argv):
     assert "HEAVY []" in done.stdout, done.stdout + done.stderr
 
 
-def test_every_hook_is_documented_in_the_readme():
+def hook_names():
     import cmpx.hookspecs as specs
 
+    return [name for name, value in vars(specs).items() if callable(value) and hasattr(value, "cmpx_spec")]
+
+
+def test_every_hook_is_documented_in_the_plugin_guide_and_the_readme():
+    hooks = hook_names()
+    assert {"register_backends", "register_data_loaders", "register_metrics"} <= set(hooks)
+    guide = (REPO / "docs" / "plugins.md").read_text()
     readme = (REPO / "README.md").read_text()
-    hooks = [name for name in dir(specs) if name.startswith("register_")]
-    assert hooks and all(f"{hook}(" in readme for hook in hooks)
+    for hook in hooks:
+        assert f"### `{hook}(registry)`" in guide, hook
+        assert f"{hook}(" in readme, hook
+
+
+def test_every_package_directory_is_packaged():
+    import tomllib
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    roots = {name: REPO / path for name, path in project["package-dir"].items()}
+    found = set()
+    for name, root in roots.items():
+        for init in root.rglob("__init__.py"):
+            relative = init.parent.relative_to(root)
+            found.add(".".join([name, *relative.parts]))
+    assert found == set(project["packages"])

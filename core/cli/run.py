@@ -55,6 +55,11 @@ Example:
 """
 
 
+def _names(names: list[str]):
+    """Shell completion of a fixed list of names (cmpx's own completion: see the README)."""
+    return lambda ctx, param, incomplete: [n for n in names if n.startswith(incomplete)]
+
+
 class RunCommand(GroupedCommand):
     def __init__(self, *args: Any, multi_value: dict[str, Any], **kwargs: Any):
         super().__init__(*args, **kwargs)
@@ -68,6 +73,7 @@ def build_run_command(plugins: PluginSet) -> click.Command:
     params: list[click.Parameter] = [
         click.Argument(["model"], metavar="[MODEL]", required=False),
         GroupedOption(["--backend", "backends"], multiple=True, metavar="NAME", group=BACKENDS,
+                      shell_complete=_names(plugins.backends.names()),
                       help=f"a backend to run, in order; repeat for each [available: "
                            f"{', '.join(plugins.backends.names()) or 'none'}]"),
         GroupedOption(["--reference"], metavar="NAME", group=BACKENDS,
@@ -106,6 +112,7 @@ def build_run_command(plugins: PluginSet) -> click.Command:
         GroupedOption(["--error-quantile"], multiple=True, metavar="[NAME:]Q", group=COMPARISON,
                       help="quantile for --check-error-stat quantile [default: 0.99]"),
         GroupedOption(["--compare"], multiple=True, metavar="METRIC", group=COMPARISON,
+                      shell_complete=_names(plugins.metrics.names()),
                       help=f"metrics that must all pass [default: simple; available: "
                            f"{', '.join(plugins.metrics.names())}]"),
         GroupedOption(["--nan-equal"], is_flag=True, group=COMPARISON, help="NaN in both outputs counts as equal"),
@@ -124,6 +131,9 @@ def build_run_command(plugins: PluginSet) -> click.Command:
                            "the first diverging layer"),
         GroupedOption(["--show-unmatched"], is_flag=True, group=LAYERS,
                       help="list the marked tensors only one backend of a pair produced"),
+        GroupedOption(["--save-error-plots"], metavar="DIR", group=REPORTS,
+                      help="write a PNG per compared output with histograms of its errors (needs matplotlib: "
+                           "pip install 'cmpx[plots]')"),
         GroupedOption(["--report-json"], metavar="PATH", group=REPORTS,
                       help="write every pair, iteration and output with verdicts and statistics as JSON"),
         GroupedOption(["--junit"], metavar="PATH", group=REPORTS,
@@ -170,7 +180,7 @@ def _run(plugins: PluginSet, values: dict[str, Any]) -> int:
     settings: PluginSettings = click.get_current_context().find_root().obj["settings"]
     thresholds = {metric.name: values.pop(f"threshold_{metric.name.replace('-', '_')}")
                   for metric in plugins.metrics if f"threshold_{metric.name.replace('-', '_')}" in values}
-    report_json, junit = values.pop("report_json"), values.pop("junit")
+    report_json, junit, plots = values.pop("report_json"), values.pop("junit"), values.pop("save_error_plots")
     request = RunRequest(
         model=values.pop("model"), backends=values.pop("backends"), reference=values.pop("reference"),
         seed=values.pop("seed"), iterations=values.pop("iterations"), input_shapes=values.pop("input_shapes"),
@@ -189,6 +199,10 @@ def _run(plugins: PluginSet, values: dict[str, Any]) -> int:
     values.pop("plugin_args")
     request = dataclasses.replace(request, backend_options=values)  # what is left are the backends' own options
     checked = preflight(request, plugins, settings)
+    if plots:
+        from cmpx.plots import check_plotting
+
+        check_plotting()
     from cmpx.supervisor import release_workers, start_workers
 
     # The workers start now, before anything heavy is imported here, and import their frameworks while this
@@ -220,4 +234,9 @@ def _run(plugins: PluginSet, values: dict[str, Any]) -> int:
         from cmpx.report_junit import write_junit_report
 
         write_junit_report(junit, plan, result)
+    if plots:
+        from cmpx.plots import write_error_plots
+
+        written = write_error_plots(plots, result.pairs)
+        click.echo(f"wrote {len(written)} error plot(s) to {plots}")
     return code
