@@ -33,10 +33,10 @@ def cmpx_compare(a, b, atol, rtol):
 
 
 def polygraphy_compare(a, b, atol, rtol):
-    from polygraphy.comparator import CompareFunc, IterationResult
+    from polygraphy.comparator import IterationResult, SimpleCompareFunc
 
     with contextlib.redirect_stdout(io.StringIO()):
-        result = CompareFunc.simple(atol=atol, rtol=rtol)(IterationResult({"out": a}, runner_name="a"),
+        result = SimpleCompareFunc(atol=atol, rtol=rtol)(IterationResult({"out": a}, runner_name="a"),
                                                          IterationResult({"out": b}, runner_name="b"))
     return bool(result["out"]), None
 

@@ -11,7 +11,7 @@ from cmpx.compare import ComparisonSettings, compare_outputs
 from cmpx_comparators.metrics import ToleranceCheck
 
 polygraphy = pytest.importorskip("polygraphy")
-from polygraphy.comparator import CompareFunc, IterationResult  # noqa: E402
+from polygraphy.comparator import IterationResult, SimpleCompareFunc  # noqa: E402
 from polygraphy.logger import G_LOGGER  # noqa: E402
 
 G_LOGGER.module_severity = G_LOGGER.ERROR
@@ -51,7 +51,7 @@ def test_verdicts_agree_with_polygraphy(tmp_path, case):
     for stat, atol, rtol, q in itertools.product(STATS, TOLERANCES, TOLERANCES, [0.5, 0.99]):
         if stat != "quantile" and q != 0.99:
             continue
-        theirs = CompareFunc.simple(atol=atol, rtol=rtol, check_error_stat=stat, error_quantile=q)(
+        theirs = SimpleCompareFunc(atol=atol, rtol=rtol, check_error_stat=stat, error_quantile=q)(
             IterationResult({"out": a}, runner_name="a"), IterationResult({"out": b}, runner_name="b"))
         their_verdict = bool(theirs["out"])
         settings = ComparisonSettings([ToleranceCheck(None)], PerOutput(atol), PerOutput(rtol), PerOutput(stat),
