@@ -39,8 +39,8 @@ def tolerance_result(name: str, stat: str, stats: ErrorStats, s: OutputSettings)
     if stats.mismatches:
         summary += f", {stats.mismatches}/{stats.size} elements beyond both tolerances"
     summary += f"; min tolerance: {needed}" if stats.size else " (empty)"
-    if stats.plan.note:
-        summary += f"; {stats.plan.note}"
+    if stats.plan.note:  # the dtypes differ (the output's own note says so): say how they were compared
+        summary += f"; compared as {stats.plan.note.rsplit('(compared as ', 1)[-1].rstrip(')')}"
     details = [f"abs error: {_describe(stats.abs)}", f"rel error: {_describe(stats.rel)}"] if stats.size else []
     if not passed:
         details += _histogram_lines("abs error histogram", stats.abs)

@@ -176,7 +176,7 @@ def _start_and_load(run: _Run) -> None:
         worker = run.workers[backend.name]
         ids[backend.name] = worker.next_id()
         supervisor.send(worker, {"op": "load", "id": ids[backend.name], "backend": backend.spec.name,
-                                 "options": dict(backend.options), "model": plan.model.path,
+                                 "options": dict(backend.options), "model": backend.model_path or plan.model.path,
                                  "mark": list(plan.mark) if backend.spec.supports_marking else [],
                                  "plugins": plan.plugin_settings.to_message()}, "load")
     replies = supervisor.wait_replies(run.workers.values(), "ready", "load", plan.timeouts, ids,

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import pluggy
 
 if TYPE_CHECKING:
-    from cmpx.registry import BackendRegistry, DataLoaderRegistry, MetricRegistry
+    from cmpx.registry import BackendRegistry, DataLoaderRegistry, MetricRegistry, TransformRegistry
 
 PROJECT = "cmpx"
 
@@ -74,5 +74,23 @@ def register_metrics(registry: MetricRegistry) -> None:
     once per output of each compared pair, on numpy arrays that are views of shared memory: never modify them.
 
     :param registry: the metric registry; it rejects invalid names and reports clashes.
+    :returns: nothing; a return value (including ``None``) is ignored.
+    """
+
+
+@hookspec
+def register_model_transforms(registry: TransformRegistry) -> None:
+    """Register model transforms: graph rewrites a backend can run, such as reduced precision.
+
+    Call ``registry.add(name, factory, description=...)``. ``factory(options)`` gets a
+    :class:`cmpx.transforms.options.TransformOptions` and returns an object with
+    ``apply(model_path, output_path, calibration)`` that writes the transformed ONNX model to ``output_path``;
+    ``calibration(count)`` yields up to ``count`` input feeds from the run's data loader (for calibration).
+    Users select a transform per backend with ``--backend NAME:TRANSFORM`` (for example ``onnxrt:fp16``).
+    Transforms run once per run in the coordinator, before any backend loads; they may import onnx and the
+    libraries they need. An optional ``suggested_tolerance`` attribute (a float) is offered to users when a
+    comparison at the default tolerances fails.
+
+    :param registry: the transform registry; it rejects invalid names and reports clashes.
     :returns: nothing; a return value (including ``None``) is ignored.
     """

@@ -19,6 +19,9 @@ class BackendPlan:
     name: str
     spec: BackendSpec
     options: Mapping[str, Any]
+    transform: str | None = None  # e.g. "fp16" for --backend onnxrt:fp16
+    model_path: str | None = None  # the transformed model this backend loads, once made
+    suggested_tolerance: float | None = None  # offered when a comparison fails at the default tolerances
 
 
 @dataclass(frozen=True)

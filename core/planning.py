@@ -57,6 +57,11 @@ class RunRequest:
     onnx_exclude_outputs: Sequence[str] = ()
     mark_all: bool = False
     show_unmatched: bool = False
+    precision_flag: str | None = None  # --fp16/--bf16/--int8: the transform for TensorRT backends
+    keep_fp32: Sequence[str] = ()
+    calibration_iterations: int = 8
+    calibration_cache: str | None = None
+    save_transformed: str | None = None
     timeout: Sequence[str] = ()  # SECONDS, or BACKEND:SECONDS for one backend
     backend_options: Mapping[str, Any] = field(default_factory=dict)  # click param name -> value
 
@@ -83,7 +88,8 @@ class Preflight:
 def preflight(request: RunRequest, plugins: PluginSet, settings: PluginSettings) -> Preflight:
     """Check every option that needs neither the model nor a file (fast, and imports no framework)."""
     _check_requested_plugins(plugins, settings)
-    specs = [_backend_spec(plugins, name) for name in request.backends]
+    words = _backend_words(request, plugins)
+    specs = [_backend_spec(plugins, name) for name, _ in words]
     _check_scalars(request)
     comparison, per_output_options = _comparison_settings(request, plugins)
     shapes = parse_input_shapes(request.input_shapes)
@@ -96,15 +102,17 @@ def preflight(request: RunRequest, plugins: PluginSet, settings: PluginSettings)
     for path in (request.save_inputs, request.save_outputs):
         if path and os.path.exists(path) and (not os.path.isdir(path) or os.listdir(path)):
             raise UsageError(f"{path} already exists and is not an empty directory; choose a new path to save to")
+    names = instance_names([f"{name}:{transform}" if transform else name for name, transform in words])
     backends = [BackendPlan(name, spec, {option.name: request.backend_options.get(spec.param(option),
                                                                                   option.default)
-                                         for option in spec.options})
-                for name, spec in zip(instance_names(request.backends), specs)]
+                                         for option in spec.options}, transform)
+                for name, spec, (_, transform) in zip(names, specs, words)]
     return Preflight(request, plugins, settings, specs, backends, _timeouts(request, backends), comparison,
                      per_output_options, shapes, default_range, ranges, loader_name, loader_spec)
 
 
-def build_plan(checked: Preflight, warn: Callable[[str], None]) -> tuple[RunPlan, Iterator[Mapping[str, Any]] | None]:
+def build_plan(checked: Preflight, warn: Callable[[str], None],
+               scratch: str | None = None) -> tuple[RunPlan, Iterator[Mapping[str, Any]] | None]:
     """Check the rest against the model and the saved files; return the plan and its feeds (the first one
     already made, so that a failing data source fails before any inference).
 
@@ -116,7 +124,7 @@ def build_plan(checked: Preflight, warn: Callable[[str], None]) -> tuple[RunPlan
     loader_name, loader_spec, timeouts = checked.loader_name, checked.loader_spec, checked.timeouts
     model = _read_model(request, specs)
     saved = _saved_backends(request, model)
-    names = instance_names(request.backends) + [b.name for b in saved]
+    names = [b.name for b in backends] + [b.name for b in saved]
     if len(names) < 2:
         raise UsageError(f"cmpx run compares backends: give at least two --backend or --load-outputs (got "
                          f"{len(names)}); available backends: {', '.join(plugins.backends.names())}")
@@ -139,6 +147,12 @@ def build_plan(checked: Preflight, warn: Callable[[str], None]) -> tuple[RunPlan
                               request.data_loader_script)
         feeds = _peeked(_fitted(loader_spec.factory(options).feeds(inputs), inputs, loader_name, warn))
         iterations = (request.iterations or 1) if synthetic else request.iterations
+
+        def calibration(count: int) -> Iterator[Mapping[str, Any]]:
+            fresh = loader_spec.factory(replace(options, iterations=count)).feeds(inputs)
+            return _fitted(itertools.islice(fresh, count), inputs, loader_name, warn)
+
+        backends = _transformed(checked, model, backends, calibration, scratch, warn)
     elif saved:
         iterations = min(len(b.source) for b in saved)
         if request.iterations:
@@ -179,6 +193,55 @@ def _marking(request: RunRequest, model: ModelInfo | None, has_saved: bool) -> t
     selected = select_tensors("--onnx-outputs", words, exclude, graph.markable(),
                              hint=f"list them with: cmpx tensors {model.path}")
     return graph, [name for name in selected if name not in outputs]
+
+
+def _backend_words(request: RunRequest, plugins: PluginSet) -> list[tuple[str, str | None]]:
+    """(backend, transform) for every --backend NAME[:TRANSFORM]; --fp16/--bf16/--int8 give TensorRT backends
+    their transform, as Polygraphy users expect."""
+    words = []
+    for word in request.backends:
+        name, _, transform = word.partition(":")
+        if transform and transform not in plugins.transforms:
+            raise UsageError(f"--backend {word}: unknown transform {transform!r}; available: "
+                             f"{', '.join(plugins.transforms.names()) or '(none)'}")
+        words.append((name, transform or None))
+    if request.precision_flag:
+        targets = [i for i, (name, transform) in enumerate(words) if name == "trt" and not transform]
+        if not targets:
+            raise UsageError(f"--{request.precision_flag} applies to TensorRT backends (--backend trt); for another "
+                             f"backend name the transform, e.g. --backend onnxrt:{request.precision_flag}")
+        for index in targets:
+            words[index] = (words[index][0], request.precision_flag)
+    if request.calibration_iterations < 1:
+        raise UsageError(f"--calibration-iterations {request.calibration_iterations}: use at least 1")
+    return words
+
+
+def _transformed(checked: Preflight, model: ModelInfo, backends: Sequence[BackendPlan], calibration: Any,
+                 scratch: str | None, warn: Callable[[str], None]) -> list[BackendPlan]:
+    """Make each transformed model once and point the backends that run it at it."""
+    from cmpx.transforms.options import TransformOptions
+
+    request = checked.request
+    wanted = list(dict.fromkeys(b.transform for b in backends if b.transform))
+    if not wanted:
+        return list(backends)
+    directory = request.save_transformed or scratch
+    if directory is None:
+        raise UsageError("transformed models need a directory: give --save-transformed DIR")
+    os.makedirs(directory, exist_ok=True)
+    options = TransformOptions(tuple(request.keep_fp32), request.calibration_iterations, request.calibration_cache)
+    made = {}
+    stem = os.path.splitext(os.path.basename(model.path))[0]
+    for name in wanted:
+        transform = checked.plugins.transforms.get(name).factory(options)
+        path = os.path.join(directory, f"{stem}.{name}.onnx")
+        transform.apply(model.path, path, calibration)
+        if getattr(transform, "calibrated_from_cache", False):
+            warn(f"{name}: calibrated ranges read from {request.calibration_cache} (delete it to recalibrate)")
+        made[name] = (path, getattr(transform, "suggested_tolerance", None))
+    return [replace(b, model_path=made[b.transform][0], suggested_tolerance=made[b.transform][1])
+            if b.transform else b for b in backends]
 
 
 def _check_scalars(request: RunRequest) -> None:

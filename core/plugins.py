@@ -14,7 +14,7 @@ import pluggy
 
 from cmpx import hookspecs
 from cmpx.errors import PluginError
-from cmpx.registry import BackendRegistry, DataLoaderRegistry, MetricRegistry, Provenance
+from cmpx.registry import BackendRegistry, DataLoaderRegistry, MetricRegistry, Provenance, TransformRegistry
 
 ENTRY_POINT_GROUP = "cmpx"
 BUILTIN_DIST = "cmpx"
@@ -22,7 +22,7 @@ PLUGINS_ENV = "CMPX_PLUGINS"
 DISABLE_AUTOLOAD_ENV = "CMPX_DISABLE_PLUGIN_AUTOLOAD"
 TRACE_ENV = "CMPX_TRACE_PLUGINS"
 
-_REGISTRATION_HOOKS = ("register_backends", "register_data_loaders", "register_metrics")
+_REGISTRATION_HOOKS = ("register_backends", "register_data_loaders", "register_metrics", "register_model_transforms")
 
 
 @dataclass(frozen=True)
@@ -71,6 +71,7 @@ class PluginSet:
     backends: BackendRegistry = field(default_factory=BackendRegistry)
     data_loaders: DataLoaderRegistry = field(default_factory=DataLoaderRegistry)
     metrics: MetricRegistry = field(default_factory=MetricRegistry)
+    transforms: TransformRegistry = field(default_factory=TransformRegistry)
     failures: list[PluginFailure] = field(default_factory=list)
     provenance: dict[str, Provenance] = field(default_factory=dict)
 
@@ -153,6 +154,7 @@ def _run_registration_hooks(plugins: PluginSet) -> None:
         "register_backends": plugins.backends,
         "register_data_loaders": plugins.data_loaders,
         "register_metrics": plugins.metrics,
+        "register_model_transforms": plugins.transforms,
     }
     pm = plugins.pm
     for hook_name, registry in registries.items():

@@ -73,7 +73,15 @@ class MetricSpec:
     provenance: Provenance = field(default=Provenance("?"), compare=False)
 
 
-T = TypeVar("T", BackendSpec, DataLoaderSpec, MetricSpec)
+@dataclass(frozen=True)
+class TransformSpec:
+    name: str
+    factory: Callable[..., Any]
+    description: str = ""
+    provenance: Provenance = field(default=Provenance("?"), compare=False)
+
+
+T = TypeVar("T", BackendSpec, DataLoaderSpec, MetricSpec, TransformSpec)
 
 
 class _Registry(Generic[T]):
@@ -160,3 +168,13 @@ class MetricRegistry(_Registry[MetricSpec]):
             raise PluginError(f"metric {metric!r} has no compare() method")
         description = description or getattr(metric, "description", "") or (metric.__doc__ or "").strip()
         self._add(MetricSpec(getattr(metric, "name", None), metric, description.split("\n")[0], self._stamp()))
+
+
+class TransformRegistry(_Registry[TransformSpec]):
+    kind = "model transform"
+
+    def add(self, name: str, factory: Callable[..., Any], *, description: str = "") -> None:
+        """Register transform ``name``; ``factory(options)`` builds it in the coordinator."""
+        if not callable(factory):
+            raise PluginError(f"model transform {name!r}: factory {factory!r} is not callable")
+        self._add(TransformSpec(name, factory, description, self._stamp()))

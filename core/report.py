@@ -44,6 +44,8 @@ class TextReporter:
     colour: bool = False
     progress: Progress = field(default_factory=Progress)
     model_outputs: frozenset[str] = frozenset()  # with marking, other tensors get one line each
+    suggestions: dict = field(default_factory=dict)  # backend -> (transform, suggested tolerance)
+    default_tolerances: bool = False
     marking: bool = False
     show_unmatched: bool = False
 
@@ -58,6 +60,10 @@ class TextReporter:
         if self.verbosity > QUIET:
             self.say(f"cmpx {__version__} | {model} | backends: {', '.join(plan.names)} | {iterations}{marked}")
         self.model_outputs = plan.required_outputs
+        self.suggestions = {b.name: (b.transform, b.suggested_tolerance) for b in plan.backends
+                            if b.suggested_tolerance is not None}
+        self.default_tolerances = (not plan.comparison.atol.overrides and not plan.comparison.rtol.overrides
+                                   and plan.comparison.atol.default == plan.comparison.rtol.default == 1e-5)
         self.marking = plan.graph is not None
         self.show_unmatched = plan.show_unmatched
 
@@ -131,6 +137,12 @@ class TextReporter:
             self.say("  stopped at the first mismatch (--fail-fast)")
         for name, error in result.failures.items():
             self.say(f"  {name}: FAILED during {error.phase}: {error.detail}", "FAILED")
+        if self.default_tolerances:
+            failing = {name for p in result.pairs if not p.passed for name in (p.backend, p.reference)}
+            for name in sorted(failing & set(self.suggestions)):
+                transform, tolerance = self.suggestions[name]
+                self.say(f"  hint: {name} runs the {transform} graph; tolerances around --atol {tolerance:g} "
+                         f"--rtol {tolerance:g} suit it better than the fp32 defaults")
         if interrupted:
             return
         code = exit_code(result)

@@ -9,7 +9,7 @@ from cmpx.plugins import PluginSet
 
 def show_plugins(plugins: PluginSet) -> None:
     sections = [("Backends", plugins.backends), ("Data loaders", plugins.data_loaders),
-                ("Metrics", plugins.metrics)]
+                ("Metrics", plugins.metrics), ("Model transforms", plugins.transforms)]
     for title, registry in sections:
         click.echo(f"{title}:")
         if not len(registry):

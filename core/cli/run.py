@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import shutil
 import sys
+import tempfile
 from typing import Any
 
 import click
@@ -32,11 +34,12 @@ MULTI_VALUE = {
     "--load-inputs": lambda w: not w.endswith(MODEL_SUFFIXES),
     "--load-outputs": lambda w: not w.endswith(MODEL_SUFFIXES),
     "--onnx-outputs": lambda w: not w.endswith(MODEL_SUFFIXES),
+    "--keep-fp32": lambda w: not w.endswith(MODEL_SUFFIXES),
     "--onnx-exclude-outputs": lambda w: not w.endswith(MODEL_SUFFIXES),
 }
 
-BACKENDS, DATA, COMPARISON, LAYERS, REPORTS, EXECUTION = "Backends", "Data", "Comparison", \
-    "Per-layer comparison", "Reports", "Execution and plugins"
+BACKENDS, DATA, COMPARISON, LAYERS, PRECISION, REPORTS, EXECUTION = "Backends", "Data", "Comparison", \
+    "Per-layer comparison", "Precision (--backend NAME:fp16|bf16|int8)", "Reports", "Execution and plugins"
 
 RUN_HELP = """Run MODEL on every --backend with the same inputs and compare their outputs.
 
@@ -74,8 +77,9 @@ def build_run_command(plugins: PluginSet) -> click.Command:
         click.Argument(["model"], metavar="[MODEL]", required=False),
         GroupedOption(["--backend", "backends"], multiple=True, metavar="NAME", group=BACKENDS,
                       shell_complete=_names(plugins.backends.names()),
-                      help=f"a backend to run, in order; repeat for each [available: "
-                           f"{', '.join(plugins.backends.names()) or 'none'}]"),
+                      help=f"a backend to run, in order; repeat for each; NAME:TRANSFORM runs it on a transformed model "
+                           f"(onnxrt:fp16) [available: {', '.join(plugins.backends.names()) or 'none'}; transforms: "
+                           f"{', '.join(plugins.transforms.names()) or 'none'}]"),
         GroupedOption(["--reference"], metavar="NAME", group=BACKENDS,
                       help="compare every other backend against this one (e.g. onnxref, or onnxrt#2)"),
         GroupedOption(["--seed"], type=int, default=1, show_default=True, group=DATA,
@@ -134,6 +138,20 @@ def build_run_command(plugins: PluginSet) -> click.Command:
         GroupedOption(["--save-error-plots"], metavar="DIR", group=REPORTS,
                       help="write a PNG per compared output with histograms of its errors (needs matplotlib: "
                            "pip install 'cmpx[plots]')"),
+        GroupedOption(["--fp16", "precision_flag"], flag_value="fp16", group=PRECISION,
+                      help="run TensorRT backends on the fp16 graph (others: --backend NAME:fp16)"),
+        GroupedOption(["--bf16", "precision_flag"], flag_value="bf16", group=PRECISION,
+                      help="run TensorRT backends on the bf16 graph"),
+        GroupedOption(["--int8", "precision_flag"], flag_value="int8", group=PRECISION,
+                      help="run TensorRT backends on the int8 Q/DQ graph"),
+        GroupedOption(["--keep-fp32"], multiple=True, metavar="NODE|OP", group=PRECISION,
+                      help="node names or op types the fp16/bf16 transforms leave in float32"),
+        GroupedOption(["--calibration-iterations"], type=int, default=8, show_default=True, group=PRECISION,
+                      help="feeds of the run's data used to calibrate int8"),
+        GroupedOption(["--calibration-cache"], metavar="PATH", group=PRECISION,
+                      help="int8 calibrated ranges: read from PATH if it exists, written there otherwise"),
+        GroupedOption(["--save-transformed"], metavar="DIR", group=PRECISION,
+                      help="keep the transformed models (MODEL.fp16.onnx...) in DIR"),
         GroupedOption(["--report-json"], metavar="PATH", group=REPORTS,
                       help="write every pair, iteration and output with verdicts and statistics as JSON"),
         GroupedOption(["--junit"], metavar="PATH", group=REPORTS,
@@ -193,7 +211,10 @@ def _run(plugins: PluginSet, values: dict[str, Any]) -> int:
         nan_equal=values.pop("nan_equal"), infinities_compare_equal=values.pop("infinities_compare_equal"),
         validate=values.pop("validate"), fail_fast=values.pop("fail_fast"), timeout=values.pop("timeout"),
         onnx_outputs=values.pop("onnx_outputs"), onnx_exclude_outputs=values.pop("onnx_exclude_outputs"),
-        mark_all=values.pop("mark_all"), show_unmatched=values.pop("show_unmatched"))
+        mark_all=values.pop("mark_all"), show_unmatched=values.pop("show_unmatched"),
+        precision_flag=values.pop("precision_flag"), keep_fp32=values.pop("keep_fp32"),
+        calibration_iterations=values.pop("calibration_iterations"),
+        calibration_cache=values.pop("calibration_cache"), save_transformed=values.pop("save_transformed"))
     debug = values.pop("debug")
     verbosity = max(0, 1 + values.pop("verbose") - (1 if values.pop("quiet") else 0))
     values.pop("plugin_args")
@@ -208,8 +229,11 @@ def _run(plugins: PluginSet, values: dict[str, Any]) -> int:
     # The workers start now, before anything heavy is imported here, and import their frameworks while this
     # process reads the model and makes data; if that finds a problem they are stopped before loading anything.
     workers = start_workers(checked.backends, settings)
+    scratch = tempfile.mkdtemp(prefix="cmpx-transformed-")
+    ctx = click.get_current_context()
+    ctx.call_on_close(lambda: shutil.rmtree(scratch, ignore_errors=True))
     try:
-        plan, feeds = build_plan(checked, warn=lambda m: click.echo(f"warning: {m}", err=True))
+        plan, feeds = build_plan(checked, warn=lambda m: click.echo(f"warning: {m}", err=True), scratch=scratch)
         from cmpx.execution import RunInterrupted, execute
         from cmpx.report import TextReporter, exit_code
         from cmpx.terminal import Progress, colour_wanted

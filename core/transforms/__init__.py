@@ -1,0 +1,1 @@
+"""Model transforms: graph rewrites (reduced precision) that any ONNX backend can run."""

@@ -1,0 +1,113 @@
+"""Precision transforms on real models, run by ONNX Runtime and the reference evaluator on the CPU."""
+
+import json
+import re
+import textwrap
+
+import onnx
+import pytest
+
+EXAMPLE = "examples/models/conv.onnx"
+
+
+def worst_abs(output: str, pair: str) -> float:
+    return float(re.search(rf"{re.escape(pair)}: .*worst abs ([0-9.e+-]+)", output).group(1))
+
+
+def test_fp16_and_int8_differ_by_plausible_amounts_and_pass_at_suited_tolerances(run_cli):
+    result = run_cli("run", EXAMPLE, "--backend", "onnxrt", "--backend", "onnxrt:fp16", "--backend", "onnxrt:int8",
+                     "--reference", "onnxrt", "--iterations", "2")
+    assert result.exit_code == 1, result.output
+    fp16, int8 = worst_abs(result.output, "onnxrt:fp16 vs onnxrt"), worst_abs(result.output, "onnxrt:int8 vs onnxrt")
+    assert 1e-5 < fp16 < 1e-2 and 1e-3 < int8 < 0.5 and fp16 < int8
+    assert "hint: onnxrt:fp16 runs the fp16 graph; tolerances around --atol 0.001 --rtol 0.001" in result.output
+    assert "hint: onnxrt:int8 runs the int8 graph" in result.output
+    fp16_ok = run_cli("run", EXAMPLE, "--backend", "onnxrt:fp16", "--backend", "onnxrt", "--atol", "1e-2",
+                      "--rtol", "1e-2")
+    int8_ok = run_cli("run", EXAMPLE, "--backend", "onnxrt:int8", "--backend", "onnxrt", "--atol", "0.2",
+                      "--rtol", "0.2")
+    assert fp16_ok.exit_code == 0 and int8_ok.exit_code == 0, fp16_ok.output + int8_ok.output
+    assert "hint" not in fp16_ok.output
+
+
+def test_the_reference_evaluator_runs_fp16_and_bf16_graphs(run_cli):
+    result = run_cli("run", EXAMPLE, "--backend", "onnxref:bf16", "--backend", "onnxref:fp16", "--backend", "onnxrt",
+                     "--reference", "onnxrt", "--atol", "0.1", "--rtol", "0.1")
+    assert result.exit_code == 0, result.output
+    assert worst_abs(result.output, "onnxref:bf16 vs onnxrt") > worst_abs(result.output, "onnxref:fp16 vs onnxrt")
+
+
+def test_a_backend_without_bf16_kernels_says_which_node(run_cli):
+    result = run_cli("run", EXAMPLE, "--backend", "onnxrt:bf16", "--backend", "onnxrt")
+    assert result.exit_code == 3
+    assert "onnxrt:bf16 failed during load" in result.output
+    assert "tensor(bfloat16)" in result.output and "(conv0)" in result.output
+
+
+def test_saved_transformed_models_and_keep_fp32(run_cli, tmp_path):
+    saved = tmp_path / "tr"
+    result = run_cli("run", EXAMPLE, "--backend", "onnxrt:fp16", "--backend", "onnxrt", "--save-transformed", saved,
+                     "--keep-fp32", "Conv", "--atol", "1e-2", "--rtol", "1e-2")
+    assert result.exit_code == 0, result.output
+    model = onnx.load(str(saved / "conv.fp16.onnx"))
+    weights = {i.name: i.data_type for i in model.graph.initializer}
+    assert weights["W"] == onnx.TensorProto.FLOAT  # Conv kept in float32, with its weights
+    relu = next(n for n in model.graph.node if n.op_type == "Relu")
+    assert any(n.op_type == "Cast" and relu.input[0] in n.output for n in model.graph.node)  # Relu runs in fp16
+    run_cli("run", EXAMPLE, "--backend", "onnxrt:fp16", "--backend", "onnxrt", "--save-transformed", tmp_path / "all",
+            "--atol", "1e-2", "--rtol", "1e-2")
+    converted = {i.name: i.data_type for i in onnx.load(str(tmp_path / "all" / "conv.fp16.onnx")).graph.initializer}
+    assert converted["W"] == onnx.TensorProto.FLOAT16
+    bad = run_cli("run", EXAMPLE, "--backend", "onnxrt:fp16", "--backend", "onnxrt", "--keep-fp32", "Convolution")
+    assert bad.exit_code == 2 and "--keep-fp32: 'Convolution' is neither a node name nor an op type" in bad.output
+
+
+def test_int8_calibrates_on_the_runs_own_data_and_reuses_its_cache(run_cli, tmp_path):
+    script = tmp_path / "data.py"
+    script.write_text(textwrap.dedent("""
+        import numpy as np
+        def load_data():
+            for i in range(20):
+                yield {"X": np.full((1, 3, 8, 8), 40.0 + i, np.float32)}
+    """))
+    cache = tmp_path / "ranges.json"
+    first = run_cli("run", EXAMPLE, "--backend", "onnxrt:int8", "--backend", "onnxrt", "--data-loader-script",
+                    script, "--calibration-iterations", "3", "--calibration-cache", cache, "--iterations", "1",
+                    "--atol", "1", "--rtol", "1")
+    assert first.exit_code == 0, first.output
+    ranges = json.loads(cache.read_text())["data"]["X"]
+    assert ranges["lowest"]["data"] == [40.0] and ranges["highest"]["data"] == [42.0]  # the first 3 feeds
+    again = run_cli("run", EXAMPLE, "--backend", "onnxrt:int8", "--backend", "onnxrt", "--calibration-cache", cache,
+                    "--atol", "1", "--rtol", "1")
+    assert f"calibrated ranges read from {cache}" in again.output
+    assert json.loads(cache.read_text())["data"]["X"] == ranges  # synthetic data in [0, 1) did not recalibrate
+
+
+def test_a_model_without_anything_to_quantize_names_its_nodes(run_cli, models):
+    result = run_cli("run", models.log_model, "--backend", "onnxrt:int8", "--backend", "onnxrt",
+                     "--val-range", "[1,2]")
+    assert result.exit_code == 2
+    assert "int8: no node of the model could be quantized (nodes: log (Log))" in result.output
+
+
+def test_per_layer_comparison_lines_up_a_transformed_graph(run_cli, models):
+    result = run_cli("run", models.matmul_chain, "--backend", "onnxrt:fp16", "--backend", "onnxrt", "--mark-all",
+                     "--atol", "1e-2", "--rtol", "1e-2", "--show-unmatched")
+    assert result.exit_code == 0, result.output
+    assert re.search(r"PASSED  mm1: ", result.output) and re.search(r"PASSED  t1: ", result.output)
+    assert "7/7 outputs passed" in result.output  # Y, S and the 5 intermediates, fp16 against fp32
+    assert result.output.count("dtypes differ: float16 vs reference float32") == 5
+    assert "graph_" not in result.output  # the converter's casts are never compared, nor counted as unmatched
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--backend", "onnxrt:fp8", "--backend", "onnxrt"), "--backend onnxrt:fp8: unknown transform 'fp8'; available: "
+                                                         "bf16, fp16, int8"),
+    (("--backend", "onnxrt", "--backend", "onnxref", "--fp16"), "--fp16 applies to TensorRT backends (--backend trt)"),
+    (("--backend", "onnxrt:int8", "--backend", "onnxrt", "--calibration-iterations", "0"),
+     "--calibration-iterations 0: use at least 1"),
+])
+def test_precision_options_are_checked_before_any_worker(run_cli, args, message):
+    result = run_cli("run", EXAMPLE, *args)
+    assert result.exit_code == 2 and message in result.output, result.output
+    assert "loaded" not in result.output
