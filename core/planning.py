@@ -130,6 +130,8 @@ def build_plan(checked: Preflight, warn: Callable[[str], None],
                          f"{len(names)}); available backends: {', '.join(plugins.backends.names())}")
     check_reference(request.reference, names)
     graph, mark = _marking(request, model, bool(saved))
+    if (mark or request.backend_options.get("trt_outputs")) and any(spec.name == "trt" for spec in specs):
+        warn("marking outputs changes TensorRT's layer fusion: the marked engine can differ from the unmarked one")
     if mark and not any(spec.supports_marking for spec in specs):
         warn(f"no backend of this run can mark tensors ({', '.join(sorted(set(request.backends)))}); only the "
              "model's outputs are compared")

@@ -37,6 +37,7 @@ class BackendOption:
     default: Any = None
     multiple: bool = False
     choices: tuple[str, ...] | None = None
+    flag: str | None = None  # a flag users already know (Polygraphy's --save-engine) instead of the generated one
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,7 @@ class BackendSpec:
     provenance: Provenance = field(default=Provenance("?"), compare=False)
 
     def flag(self, option: BackendOption) -> str:
-        return f"--{self.name}-{option.name.replace('_', '-')}"
+        return option.flag or f"--{self.name}-{option.name.replace('_', '-')}"
 
     def param(self, option: BackendOption) -> str:
         return f"{self.name}_{option.name}".replace("-", "_")
@@ -146,6 +147,8 @@ class BackendRegistry(_Registry[BackendSpec]):
         for option in options:
             if not isinstance(option, BackendOption):
                 raise PluginError(f"backend {name!r}: options must be cmpx.BackendOption, got {option!r}")
+            if option.flag is not None and not re.fullmatch(r"--[a-z][a-z0-9-]*", option.flag):
+                raise PluginError(f"backend {name!r}: option flag {option.flag!r} must look like --some-name")
         self._add(BackendSpec(name, target, description, tuple(options), supports_marking, self._stamp()))
 
 

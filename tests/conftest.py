@@ -53,3 +53,20 @@ def run_cmpx(*args: str, env: dict | None = None, timeout: float = 120) -> subpr
     full_env = dict(os.environ, **(env or {}))
     return subprocess.run([sys.executable, "-c", "from cmpx.cli.main import main; main()", *map(str, args)],
                           capture_output=True, text=True, env=full_env, timeout=timeout, cwd=REPO)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked gpu need a CUDA device and TensorRT; elsewhere they are skipped, saying why."""
+    from cmpx_trt.probe import cuda_problem
+
+    reason = cuda_problem()
+    if reason is None:
+        try:
+            import tensorrt  # noqa: F401
+        except ImportError:
+            reason = "TensorRT is not installed (pip install 'cmpx[trt]')"
+    if reason is None:
+        return
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(pytest.mark.skip(reason=f"needs a GPU with TensorRT: {reason}"))

@@ -1,0 +1,197 @@
+"""The TensorRT backend. Runs only inside a cmpx worker process.
+
+Written against the documented TensorRT Python API (11.x, and 10.x where it differs) and pycuda; see README.md
+for what has and has not been run on real hardware. The TensorRT-specific steps are kept to the few methods
+below; profiles, option values, precision and layer selection are plain functions with tests of their own.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+import cmpx
+from cmpx_trt.layers import LayerOutput, select_outputs
+from cmpx_trt.probe import cuda_problem
+from cmpx_trt.profiles import build_profiles, profile_for
+from cmpx_trt.settings import parse_optimization_level, parse_pool_limits, precision_plan
+
+
+class TrtUnavailable(RuntimeError):
+    pass
+
+
+def _import_stack():
+    problem = cuda_problem()
+    if problem:
+        raise TrtUnavailable(problem)
+    try:
+        import tensorrt
+    except ImportError:
+        raise TrtUnavailable("TensorRT is not installed: pip install 'cmpx[trt]'") from None
+    try:
+        import pycuda.autoinit  # noqa: F401  (creates the CUDA context of this worker)
+        import pycuda.driver
+    except ImportError:
+        raise TrtUnavailable("pycuda is not installed: pip install 'cmpx[trt]'") from None
+    return tensorrt, pycuda.driver
+
+
+class TrtBackend(cmpx.Backend):
+    def load(self, model_path: str) -> None:
+        trt, cuda = _import_stack()
+        self.trt, self.cuda = trt, cuda
+        self.logger = trt.Logger(trt.Logger.WARNING)
+        trt.init_libnvinfer_plugins(self.logger, "")
+        for library in self.options.get("plugins") or ():
+            trt.get_plugin_registry().load_library(library)
+        if model_path.endswith((".engine", ".plan")):
+            with open(model_path, "rb") as f:
+                serialized = f.read()
+        else:
+            serialized = self._build(model_path)
+        self.engine = trt.Runtime(self.logger).deserialize_cuda_engine(serialized)
+        if self.engine is None:
+            raise RuntimeError(f"TensorRT could not deserialize the engine of {model_path}")
+        self.context = self.engine.create_execution_context()
+        self.stream = cuda.Stream()
+        self.names = [self.engine.get_tensor_name(i) for i in range(self.engine.num_io_tensors)]
+        self.inputs = [n for n in self.names if self.engine.get_tensor_mode(n) == trt.TensorIOMode.INPUT]
+        self.outputs = [n for n in self.names if n not in self.inputs]
+        self.device_buffers: dict[str, Any] = {}
+        self.pinned: dict[tuple[int, int], Any] = {}
+
+    def _build(self, model_path: str) -> bytes:
+        trt = self.trt
+        plan = precision_plan(int(trt.__version__.split(".")[0]), self.options.get("tf32") == "on")
+        builder = trt.Builder(self.logger)
+        flags = 0
+        if not plan.legacy_flags and hasattr(trt.NetworkDefinitionCreationFlag, "STRONGLY_TYPED"):
+            flags |= 1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED)
+        network = builder.create_network(flags)
+        parser = trt.OnnxParser(network, self.logger)
+        if not parser.parse_from_file(model_path):
+            errors = [parser.get_error(i) for i in range(parser.num_errors)]
+            raise RuntimeError("TensorRT's ONNX parser failed: " + "; ".join(
+                f"{getattr(e, 'node_name', lambda: '')() or 'node ' + str(e.node())}: {e.desc()}" for e in errors))
+        self._mark(network)
+        config = builder.create_builder_config()
+        if hasattr(trt.BuilderFlag, "TF32") and not plan.tf32:
+            config.clear_flag(trt.BuilderFlag.TF32)
+        for pool, size in parse_pool_limits(self.options.get("pool_limit") or ()).items():
+            config.set_memory_pool_limit(getattr(trt.MemoryPoolType, pool.upper()), size)
+        level = parse_optimization_level(self.options.get("builder_optimization_level"))
+        if level is not None:
+            config.builder_optimization_level = level
+        self._add_profiles(builder, network, config)
+        self._timing_cache(config)
+        serialized = builder.build_serialized_network(network, config)
+        if serialized is None:
+            raise RuntimeError("TensorRT could not build an engine (see the worker's log above)")
+        if self.options.get("save_timing_cache"):
+            with open(self.options["save_timing_cache"], "wb") as f:
+                f.write(memoryview(config.get_timing_cache().serialize()))
+        if self.options.get("save_engine"):
+            with open(self.options["save_engine"], "wb") as f:
+                f.write(memoryview(serialized))
+        return bytes(memoryview(serialized))
+
+    def _mark(self, network) -> None:
+        """Mark the ONNX tensors cmpx asks for (--mark-all, --onnx-outputs) and --trt-outputs patterns."""
+        patterns = list(self.options.get("outputs") or ())
+        if not (self.marked or patterns):
+            return
+        loop_types = {"TRIP_LIMIT", "RECURRENCE", "ITERATOR", "LOOP_OUTPUT"}
+        outputs, in_loop = [], False
+        for index in range(network.num_layers):
+            layer = network.get_layer(index)
+            kind = layer.type.name
+            in_loop = in_loop or kind in loop_types
+            for k in range(layer.num_outputs):
+                tensor = layer.get_output(k)
+                outputs.append(LayerOutput(tensor.name, kind, tensor.is_shape_tensor, in_loop))
+            if kind == "LOOP_OUTPUT":
+                in_loop = False
+        existing = {network.get_output(i).name for i in range(network.num_outputs)}
+        tensors = {network.get_layer(i).get_output(k).name: network.get_layer(i).get_output(k)
+                   for i in range(network.num_layers) for k in range(network.get_layer(i).num_outputs)}
+        for name in select_outputs(outputs, self.marked, patterns, self.options.get("exclude_outputs") or ()):
+            if name not in existing:
+                network.mark_output(tensors[name])
+
+    def _add_profiles(self, builder, network, config) -> None:
+        inputs = [network.get_input(i) for i in range(network.num_inputs)]
+        if all(all(d >= 0 for d in tensor.shape) for tensor in inputs) and not self.options.get("min_shapes"):
+            return
+        defaults = {t.name: tuple(max(d, 1) for d in t.shape) for t in inputs}
+        self.profiles = build_profiles(self.options.get("min_shapes") or (), self.options.get("opt_shapes") or (),
+                                       self.options.get("max_shapes") or (), defaults)
+        for profile in self.profiles:
+            trt_profile = builder.create_optimization_profile()
+            for name, (low, opt, high) in profile.shapes.items():
+                trt_profile.set_shape(name, low, opt, high)
+            config.add_optimization_profile(trt_profile)
+
+    def _timing_cache(self, config) -> None:
+        data = b""
+        if self.options.get("load_timing_cache"):
+            with open(self.options["load_timing_cache"], "rb") as f:
+                data = f.read()
+        config.set_timing_cache(config.create_timing_cache(data), ignore_mismatch=False)
+
+    def infer_into(self, feeds: dict[str, np.ndarray], allocate) -> dict[str, np.ndarray]:
+        trt, cuda = self.trt, self.cuda
+        if getattr(self, "profiles", None):
+            index = profile_for(self.profiles, {n: tuple(a.shape) for n, a in feeds.items()})
+            self.context.set_optimization_profile_async(index, self.stream.handle)
+        for name in self.inputs:
+            array = np.ascontiguousarray(feeds[name])
+            self.context.set_input_shape(name, array.shape)
+            device = self._device_buffer(name, array.nbytes)
+            cuda.memcpy_htod_async(device, array, self.stream)
+            self.context.set_tensor_address(name, int(device))
+        results = {}
+        for name in self.outputs:
+            shape = tuple(self.context.get_tensor_shape(name))
+            dtype = np.dtype(trt.nptype(self.engine.get_tensor_dtype(name)))
+            host = allocate(name, dtype, shape)  # shared memory the coordinator reads: no extra host copy
+            device = self._device_buffer(name, host.nbytes)
+            self.context.set_tensor_address(name, int(device))
+            results[name] = host
+        if not self.context.execute_async_v3(self.stream.handle):
+            raise RuntimeError("TensorRT's execute_async_v3 failed")
+        for name, host in results.items():
+            cuda.memcpy_dtoh_async(self._pinned(host), self.device_buffers[name][0], self.stream)
+        self.stream.synchronize()
+        return results
+
+    def _pinned(self, host: np.ndarray) -> np.ndarray:
+        """The shared-memory buffer registered as page-locked (once per buffer: cmpx reuses them across
+        iterations), so the copy from the GPU is a real asynchronous DMA; unregistered if that fails."""
+        key = (host.ctypes.data, host.nbytes)
+        pinned = self.pinned.get(key)
+        if pinned is None:
+            try:
+                pinned = self.cuda.register_host_memory(host)
+            except Exception:  # not every mapping can be pinned; a pageable copy is still correct
+                pinned = host
+            self.pinned[key] = pinned
+        return pinned
+
+    def infer(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return self.infer_into(feeds, lambda name, dtype, shape: np.empty(shape, dtype))
+
+    def _device_buffer(self, name: str, nbytes: int):
+        buffer = self.device_buffers.get(name)
+        if buffer is None or buffer[1] < nbytes:
+            buffer = (self.cuda.mem_alloc(max(nbytes, 1)), max(nbytes, 1))
+            self.device_buffers[name] = buffer
+        return buffer[0]
+
+    def close(self) -> None:
+        self.pinned.clear()
+        self.device_buffers.clear()
+        self.context = self.engine = None
+
+
