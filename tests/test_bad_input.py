@@ -67,6 +67,10 @@ CASES = [
     (EXAMPLE, (*OK, "--data-loader-script", "{tmp}/wrong.py"), "'x' is not a model input; the inputs are: X"),
     (EXAMPLE, (*OK, "--data-loader", "csv"), "--data-loader 'csv' is not registered"),
     (EXAMPLE, (*OK, "--save-outputs", "{tmp}/full"), "already exists and is not an empty directory"),
+    # per-layer and precision
+    (EXAMPLE, (*OK, "--onnx-outputs", "no_such_tensor"), "the model has no markable tensor 'no_such_tensor'"),
+    (EXAMPLE, (*OK, "--onnx-outputs", "zz*"), "the pattern 'zz*' matches no tensor of the model"),
+    (EXAMPLE, ("--backend", "onnxrt:fp8", "--backend", "onnxref"), "unknown transform 'fp8'"),
     # plugins and execution
     (EXAMPLE, (*OK, "-p", "cmpx_test_import_error"), "plugin 'cmpx_test_import_error' (from -p / CMPX_PLUGINS) "
                                                      "failed to load: ModuleNotFoundError"),

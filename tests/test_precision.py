@@ -111,3 +111,11 @@ def test_precision_options_are_checked_before_any_worker(run_cli, args, message)
     result = run_cli("run", EXAMPLE, *args)
     assert result.exit_code == 2 and message in result.output, result.output
     assert "loaded" not in result.output
+
+
+def test_the_documented_fp32_op_list_is_the_one_used():
+    from cmpx.transforms.half import blocked_ops
+
+    readme = (__import__("pathlib").Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = readme.split("These ops", 1)[1].split("`--keep-fp32", 1)[0]
+    assert all(op in section for op in blocked_ops())

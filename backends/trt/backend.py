@@ -98,8 +98,11 @@ class TrtBackend(cmpx.Backend):
         return bytes(memoryview(serialized))
 
     def _mark(self, network) -> None:
-        """Mark the ONNX tensors cmpx asks for (--mark-all, --onnx-outputs) and --trt-outputs patterns."""
-        patterns = list(self.options.get("outputs") or ())
+        """Mark the ONNX tensors cmpx asks for (--mark-all, --onnx-outputs) and --trt-outputs names and patterns
+        (same forms as --onnx-outputs: 'mark all', '*', fnmatch patterns, @file)."""
+        from cmpx.marking import expand_words
+
+        patterns = expand_words("--trt-outputs", self.options.get("outputs") or ())
         if not (self.marked or patterns):
             return
         loop_types = {"TRIP_LIMIT", "RECURRENCE", "ITERATOR", "LOOP_OUTPUT"}
@@ -116,7 +119,8 @@ class TrtBackend(cmpx.Backend):
         existing = {network.get_output(i).name for i in range(network.num_outputs)}
         tensors = {network.get_layer(i).get_output(k).name: network.get_layer(i).get_output(k)
                    for i in range(network.num_layers) for k in range(network.get_layer(i).num_outputs)}
-        for name in select_outputs(outputs, self.marked, patterns, self.options.get("exclude_outputs") or ()):
+        exclude = expand_words("--trt-exclude-outputs", self.options.get("exclude_outputs") or ())
+        for name in select_outputs(outputs, self.marked, patterns, exclude):
             if name not in existing:
                 network.mark_output(tensors[name])
 

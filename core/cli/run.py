@@ -180,6 +180,8 @@ def build_run_command(plugins: PluginSet) -> click.Command:
             group=COMPARISON, help=f"threshold of --compare {metric.name} [default: {metric.metric.threshold:g}]"))
     for spec in plugins.backends:
         for option in spec.options:
+            if option.multiple:  # several values after one flag, as in Polygraphy (--trt-min-shapes X:[..] Y:[..])
+                multi_value[spec.flag(option)] = lambda w: not w.endswith(MODEL_SUFFIXES)
             params.append(GroupedOption(
                 [spec.flag(option), spec.param(option)], multiple=option.multiple, default=option.default,
                 type=click.Choice(option.choices) if option.choices else str, group=f"Backend {spec.name}",
