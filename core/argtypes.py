@@ -98,12 +98,16 @@ def parse_per_output(option: str, values: Iterable[str], default: T, convert: Ca
     return PerOutput(default, overrides)
 
 
+def _float(text: str, example: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a number; give {example}") from None
+
+
 def tolerance(text: str) -> float:
     """A tolerance: a finite or infinite number of 0 or more."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise ValueError(f"{text!r} is not a number; give a tolerance such as 1e-3") from None
+    value = _float(text, "a tolerance such as 1e-3")
     if math.isnan(value) or value < 0:
         raise ValueError(f"{text!r} is not a tolerance; give a number of 0 or more")
     return value
@@ -118,10 +122,7 @@ def check_stat(text: str) -> str:
 
 def quantile(text: str) -> float:
     """A quantile between 0 and 1."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise ValueError(f"{text!r} is not a number; give a quantile such as 0.99") from None
+    value = _float(text, "a quantile such as 0.99")
     if not 0 <= value <= 1:
         raise ValueError(f"{text!r} is not a quantile; give a number from 0 to 1")
     return value
@@ -129,10 +130,7 @@ def quantile(text: str) -> float:
 
 def threshold(text: str) -> float:
     """A metric threshold: any number but NaN."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise ValueError(f"{text!r} is not a number; give a threshold such as 0.99") from None
+    value = _float(text, "a threshold such as 0.99")
     if math.isnan(value):
         raise ValueError("NaN is not a threshold")
     return value
@@ -140,10 +138,7 @@ def threshold(text: str) -> float:
 
 def seconds(text: str) -> float:
     """A duration above 0 seconds."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise ValueError(f"{text!r} is not a number of seconds") from None
+    value = _float(text, "a number of seconds such as 600")
     if not value > 0:
         raise ValueError(f"{text!r}: give a number of seconds above 0")
     return value

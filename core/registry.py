@@ -152,32 +152,34 @@ class BackendRegistry(_Registry[BackendSpec]):
         self._add(BackendSpec(name, target, description, tuple(options), supports_marking, self._stamp()))
 
 
-class DataLoaderRegistry(_Registry[DataLoaderSpec]):
-    kind = "data loader"
+class _FactoryRegistry(_Registry[T]):
+    """A registry of named factories that run in the coordinator (data loaders, model transforms)."""
+
+    spec: Any = None
 
     def add(self, name: str, factory: Callable[..., Any], *, description: str = "") -> None:
-        """Register data loader ``name``; ``factory(**options)`` builds it in the coordinator."""
+        """Register ``name``; ``factory(options)`` builds it in the coordinator when a run uses it."""
         if not callable(factory):
-            raise PluginError(f"data loader {name!r}: factory {factory!r} is not callable")
-        self._add(DataLoaderSpec(name, factory, description, self._stamp()))
+            raise PluginError(f"{self.kind} {name!r}: factory {factory!r} is not callable")
+        self._add(self.spec(name, factory, description, self._stamp()))
+
+
+class DataLoaderRegistry(_FactoryRegistry[DataLoaderSpec]):
+    kind = "data loader"
+    spec = DataLoaderSpec
 
 
 class MetricRegistry(_Registry[MetricSpec]):
     kind = "metric"
 
     def add(self, metric: Any, *, description: str = "") -> None:
-        """Register ``metric``: an object with a ``name`` and a ``compare(actual, reference, tolerance)``."""
+        """Register ``metric``: an object with a ``name`` and a ``compare(context)`` method."""
         if not callable(getattr(metric, "compare", None)):
             raise PluginError(f"metric {metric!r} has no compare() method")
         description = description or getattr(metric, "description", "") or (metric.__doc__ or "").strip()
         self._add(MetricSpec(getattr(metric, "name", None), metric, description.split("\n")[0], self._stamp()))
 
 
-class TransformRegistry(_Registry[TransformSpec]):
+class TransformRegistry(_FactoryRegistry[TransformSpec]):
     kind = "model transform"
-
-    def add(self, name: str, factory: Callable[..., Any], *, description: str = "") -> None:
-        """Register transform ``name``; ``factory(options)`` builds it in the coordinator."""
-        if not callable(factory):
-            raise PluginError(f"model transform {name!r}: factory {factory!r} is not callable")
-        self._add(TransformSpec(name, factory, description, self._stamp()))
+    spec = TransformSpec
