@@ -59,11 +59,17 @@ class BackendSpec:
 
 
 @dataclass(frozen=True)
-class DataLoaderSpec:
+class FactorySpec:
+    """Something registered as a factory that runs in the coordinator: a data loader or a model transform."""
+
     name: str
     factory: Callable[..., Any]
     description: str = ""
     provenance: Provenance = field(default=Provenance("?"), compare=False)
+
+
+DataLoaderSpec = FactorySpec
+TransformSpec = FactorySpec
 
 
 @dataclass(frozen=True)
@@ -74,15 +80,9 @@ class MetricSpec:
     provenance: Provenance = field(default=Provenance("?"), compare=False)
 
 
-@dataclass(frozen=True)
-class TransformSpec:
-    name: str
-    factory: Callable[..., Any]
-    description: str = ""
-    provenance: Provenance = field(default=Provenance("?"), compare=False)
 
 
-T = TypeVar("T", BackendSpec, DataLoaderSpec, MetricSpec, TransformSpec)
+T = TypeVar("T", BackendSpec, FactorySpec, MetricSpec)
 
 
 class _Registry(Generic[T]):

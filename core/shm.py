@@ -144,19 +144,6 @@ def layout(arrays: Iterable[np.ndarray]) -> tuple[list[int], int]:
     return offsets, end
 
 
-def write_tensors(segment_name: str, arrays: Mapping[str, np.ndarray]) -> tuple[Segment, list[dict[str, Any]]]:
-    """Create segment ``segment_name`` holding ``arrays``; return it and the descriptors of its tensors."""
-    names = list(arrays)
-    offsets, total = layout(arrays[n] for n in names)
-    segment = Segment.create(segment_name, total)
-    descriptors = []
-    for name, offset in zip(names, offsets):
-        array = arrays[name]
-        np.copyto(segment.view(array.dtype, array.shape, offset), array, casting="no")
-        descriptors.append(describe(name, segment_name, offset, array))
-    return segment, descriptors
-
-
 class MappingCache:
     """Keeps segments mapped from one iteration to the next (mapping and populating a large segment costs
     more than copying into it), up to ``budget`` bytes; beyond that, a released segment is unmapped, so that a
