@@ -5,14 +5,14 @@ No numpy at import time: metrics import what they need when they run.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from cmpx.argtypes import CHECK_STATS, PerOutput
 
 __all__ = ["CHECK_STATS", "ComparisonContext", "ComparisonSettings", "MetricResult", "OutputResult",
-           "OutputSettings", "PairResult", "compare_output", "compare_outputs"]
+           "OutputSettings", "PairResult", "compare_output", "compare_outputs", "compare_tensor"]
 SIMPLE = "simple"  # the tolerance check chosen per output by --check-error-stat, as in Polygraphy
 
 
@@ -131,19 +131,39 @@ def compare_output(name: str, actual: Any, reference: Any, settings: ComparisonS
     return OutputResult(name, [metric.compare(context) for metric in settings.metrics], note)
 
 
+def compare_tensor(pairs: Sequence[PairResult], tensor: str, arrays: Mapping[str, Any],
+                   settings: ComparisonSettings, required: Container[str]) -> bool:
+    """Compare one tensor in every pair, given ``arrays`` (backend name -> that backend's array).
+
+    A tensor only one side of a pair has fails that pair if it is ``required`` (a model output), naming the side
+    that lacks it; otherwise it is recorded as unmatched. Returns True if --fail-fast should stop here.
+    """
+    for pair in pairs:
+        if pair.backend in arrays and pair.reference in arrays:
+            pair.outputs.append(compare_output(tensor, arrays[pair.backend], arrays[pair.reference], settings))
+        elif pair.backend in arrays or pair.reference in arrays:
+            side = pair.backend if pair.backend in arrays else pair.reference
+            if tensor not in required:
+                pair.unmatched.append((tensor, side))
+                continue
+            missing = pair.reference if side == pair.backend else pair.backend
+            pair.outputs.append(OutputResult(tensor, note=f"missing in {missing}", failed_early=True))
+        else:
+            continue
+        if settings.fail_fast and not pair.outputs[-1].passed:
+            return True
+    return False
+
+
 def compare_outputs(backend: str, reference: str, iteration: int, actual: Mapping[str, Any],
                     expected: Mapping[str, Any], settings: ComparisonSettings) -> PairResult:
-    """Compare outputs by exact name; an output present on one side only fails, naming the side.
-
-    With ``fail_fast`` the comparison stops at the first failing output.
-    """
+    """Compare two sets of outputs by exact name; every output is required, so one present on one side only
+    fails, naming the side that lacks it. With ``fail_fast`` the comparison stops at the first failing output."""
     pair = PairResult(backend, reference, iteration)
-    for name in list(expected) + [n for n in actual if n not in expected]:
-        if name not in actual or name not in expected:
-            side = backend if name not in actual else reference
-            pair.outputs.append(OutputResult(name, note=f"missing in {side}", failed_early=True))
-        else:
-            pair.outputs.append(compare_output(name, actual[name], expected[name], settings))
-        if settings.fail_fast and not pair.outputs[-1].passed:
+    names = list(expected) + [n for n in actual if n not in expected]
+    for name in names:
+        arrays = {side: outputs[name] for side, outputs in ((backend, actual), (reference, expected))
+                  if name in outputs}
+        if compare_tensor([pair], name, arrays, settings, names):
             break
     return pair

@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 from cmpx import shm, supervisor
 from cmpx.supervisor import release_workers, start_workers
-from cmpx.compare import OutputResult, PairResult, compare_output
+from cmpx.compare import PairResult, compare_tensor
 from cmpx.divergence import first_divergence
 from cmpx.dtypes import numpy_dtype
 from cmpx.errors import BackendError
@@ -281,7 +281,7 @@ def _compare_iteration(run: _Run, inflight: _Inflight, sources: dict[str, Tensor
                 for finding in find_non_finite(name, {tensor: array}):
                     run.result.non_finite.append(finding)
                     run.reporter.non_finite(finding)
-        stop = _compare_tensor(plan, pairs, tensor, arrays)
+        stop = compare_tensor(pairs, tensor, arrays, plan.comparison, plan.required_outputs)
         del arrays
         for name in order:
             sources[name].release(tensor)
@@ -295,27 +295,6 @@ def _compare_iteration(run: _Run, inflight: _Inflight, sources: dict[str, Tensor
             pair.first_divergence = first_divergence(plan.graph, {o.output: o for o in pair.outputs})
         run.result.pairs.append(pair)
         run.reporter.pair_compared(pair)
-
-
-def _compare_tensor(plan: RunPlan, pairs: list[PairResult], tensor: str, arrays: Mapping[str, Any]) -> bool:
-    """Compare one tensor in every pair; return True if --fail-fast should stop the run."""
-    for pair in pairs:
-        if pair.backend in arrays and pair.reference in arrays:
-            pair.outputs.append(compare_output(tensor, arrays[pair.backend], arrays[pair.reference],
-                                               plan.comparison))
-        elif pair.backend in arrays or pair.reference in arrays:
-            side = pair.backend if pair.backend in arrays else pair.reference
-            missing = pair.reference if side == pair.backend else pair.backend
-            if tensor in plan.required_outputs:
-                pair.outputs.append(OutputResult(tensor, note=f"missing in {missing}", failed_early=True))
-            else:
-                pair.unmatched.append((tensor, side))
-                continue
-        else:
-            continue
-        if plan.comparison.fail_fast and not pair.outputs[-1].passed:
-            return True
-    return False
 
 
 class TensorSource:
