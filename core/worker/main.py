@@ -14,7 +14,6 @@ import numpy as np
 
 from cmpx import protocol, shm
 from cmpx.backend import Backend
-from cmpx.plugins import PluginSettings, make_plugin_manager
 from cmpx.worker.parent_watch import die_with_parent
 
 
@@ -63,7 +62,7 @@ class _State:
         self.prepared_for = (setup["backend"], json.dumps(setup["plugins"], sort_keys=True))
         try:
             if setup.get("target"):
-                for module in PluginSettings.from_message(setup["plugins"]).extra:
+                for module in setup["plugins"].get("extra", ()):  # -p / CMPX_PLUGINS modules load here too
                     importlib.import_module(module)
                 self.prepared = _import_backend(setup["target"])
             else:
@@ -104,6 +103,8 @@ def _handle(state: _State, message: dict[str, Any]) -> dict[str, Any]:
 
 def _backend_class(name: str, plugin_message: dict[str, Any]) -> type[Backend]:
     """Build this worker's plugin manager (same settings as the coordinator's) and import the backend class."""
+    from cmpx.plugins import PluginSettings, make_plugin_manager
+
     plugins = make_plugin_manager(**_settings_kwargs(PluginSettings.from_message(plugin_message)))
     spec = plugins.backends.get(name)
     if spec is None:
