@@ -116,12 +116,12 @@ def sweep_orphans() -> list[str]:
     removed = []
     for name in list_segments():
         pid_text = name[len(PREFIX):].split("-", 1)[0]
-        if pid_text.isdigit() and not _alive(int(pid_text)) and unlink(name):
+        if pid_text.isdigit() and not process_alive(int(pid_text)) and unlink(name):
             removed.append(name)
     return removed
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -4,7 +4,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from cmpx import shm
 
 HERE = Path(__file__).resolve().parent
 PLUGIN_DIR = HERE / "plugins"
@@ -15,15 +14,15 @@ sys.path.insert(0, str(PLUGIN_DIR))
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PLUGIN_DIR), os.environ.get("PYTHONPATH")]))
 
 from cmpx.testing import models as modelgen  # noqa: E402
-from cmpx.testing.leaks import worker_processes  # noqa: E402
+from cmpx.testing.leaks import segments, worker_processes  # noqa: E402
 
 
 @pytest.fixture
 def no_leaks():
     """Fails the test if it leaves a cmpx shared-memory segment or a worker process behind."""
-    before = set(shm.list_segments())
+    before = segments()
     yield
-    assert set(shm.list_segments()) - before == set(), "shared-memory segments leaked"
+    assert segments() - before == set(), "shared-memory segments leaked"
     assert worker_processes() == [], "worker processes leaked"
 
 

@@ -9,6 +9,8 @@ import time
 
 import pytest
 
+from cmpx.report import TextReporter
+
 FAULTS = {
     "segfault": "worker killed by SIGSEGV",
     "abort": "worker killed by SIGABRT",
@@ -35,8 +37,11 @@ def run_faulty(run_cli, model, fault, tmp_path, *extra):
 def test_crash_matrix(run_cli, models, tmp_path, monkeypatch, phase, kind):
     stamp = tmp_path / "stamp"
     monkeypatch.setenv("CMPX_TEST_FAULT_STAMP", str(stamp))
+    reported = []
+    original = TextReporter.backend_failed
+    monkeypatch.setattr(TextReporter, "backend_failed",
+                        lambda self, error: (reported.append(time.time()), original(self, error))[1])
     result, report = run_faulty(run_cli, models.matmul_chain, f"{phase}:{kind}", tmp_path)
-    returned = time.time()
     assert result.exit_code == 3, result.output
     assert f"faulty failed during {phase}: " in result.output
     assert FAULTS[kind].format(phase=phase) in result.output
@@ -44,7 +49,7 @@ def test_crash_matrix(run_cli, models, tmp_path, monkeypatch, phase, kind):
         assert f"faulty backend: injecting {kind} during {phase}" in result.output
     assert "[iteration 0] onnxrt vs onnxref (reference)" in result.output  # the survivors are compared
     assert re.search(r"PASSED  Y: max abs", result.output)
-    noticed_within = returned - float(stamp.read_text())
+    noticed_within = reported[0] - float(stamp.read_text())  # from the fault to the report of it
     assert noticed_within < (1.0 if kind != "hang" else 1.0 + 1.0), noticed_within
     failure = next(b for b in report["backends"] if b["name"] == "faulty")["failure"]
     assert failure["phase"] == phase and failure["kind"] == KINDS[kind]

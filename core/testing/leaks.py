@@ -29,4 +29,13 @@ def worker_processes(parent: int | None = None) -> list[int]:
 
 
 def segments() -> set[str]:
-    return set(shm.list_segments())
+    """cmpx segments that this process's runs could have left: its own, and those of coordinators that are no
+    longer alive (a subprocess run). Segments of other live runs (a test suite running beside this one) are not
+    counted."""
+    mine = f"{shm.PREFIX}{os.getpid()}-"
+    found = set()
+    for name in shm.list_segments():
+        owner = name[len(shm.PREFIX):].split("-", 1)[0]
+        if name.startswith(mine) or (owner.isdigit() and not shm.process_alive(int(owner))):
+            found.add(name)
+    return found
