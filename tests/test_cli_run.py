@@ -78,6 +78,9 @@ def test_integer_inputs_use_the_documented_range(run_cli, models):
     # Indices drawn from [0, 9] are all valid rows of a 10-row table; a range past it makes Gather fail.
     ok = run_cli("run", models.gather_model, "--backend", "onnxrt", "--backend", "onnxref")
     assert ok.exit_code == 0, ok.output
+    too_wide = run_cli("run", models.gather_model, "--backend", "onnxrt", "--backend", "onnxref",
+                       "--val-range", "[0,1000]")
+    assert too_wide.exit_code == 3 and "onnxrt failed during infer" in too_wide.output
 
 
 def test_an_output_missing_on_one_side_fails_and_is_named(run_cli, models):

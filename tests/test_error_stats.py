@@ -31,18 +31,11 @@ def plain_errors(a, b, nan_equal=False, inf_equal=False):
         return absdiff, absdiff / denominator
     work = np.float32 if max(a.dtype.itemsize, b.dtype.itemsize) <= 4 else np.float64
     with np.errstate(all="ignore"):
-        a_work, b_work = a.astype(work).ravel(), b.astype(work).ravel()
-        absdiff = np.abs(a_work - b_work)
-        same = np.zeros(absdiff.shape, bool)
-        if nan_equal:
-            same |= np.isnan(a_work) & np.isnan(b_work)
-        if inf_equal:
-            same |= np.isinf(a_work) & (a_work == b_work)
-        absdiff[same] = 0
-        denominator = np.abs(b_work)
-        denominator[same] = 1
-        denominator[denominator == 0] = EPSILON
-        reldiff = absdiff / denominator
+        x, y = a.astype(work).ravel(), b.astype(work).ravel()
+        same = (nan_equal & np.isnan(x) & np.isnan(y)) | (inf_equal & np.isinf(x) & (x == y))
+        absdiff = np.where(same, work(0), np.abs(x - y))
+        magnitude = np.where(same, work(1), np.abs(y))
+        reldiff = absdiff / np.where(magnitude == 0, work(EPSILON), magnitude)
     return absdiff.astype(np.float64), reldiff.astype(np.float64)
 
 
