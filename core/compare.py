@@ -12,7 +12,7 @@ from typing import Any
 from cmpx.argtypes import CHECK_STATS, PerOutput
 
 __all__ = ["CHECK_STATS", "ComparisonContext", "ComparisonSettings", "MetricResult", "OutputResult",
-           "OutputSettings", "PairResult", "compare_output", "compare_outputs", "compare_tensor"]
+           "OutputSettings", "PairResult", "compare_output", "compare_outputs", "compare_tensor", "group_by_pair"]
 SIMPLE = "simple"  # the tolerance check chosen per output by --check-error-stat, as in Polygraphy
 
 
@@ -120,6 +120,14 @@ class PairResult:
     @property
     def passed(self) -> bool:
         return all(o.passed for o in self.outputs)
+
+
+def group_by_pair(pairs: Sequence[PairResult]) -> dict[tuple[str, str], list[PairResult]]:
+    """Each (backend, reference) pair's results over the iterations, in first-seen order."""
+    grouped: dict[tuple[str, str], list[PairResult]] = {}
+    for pair in pairs:
+        grouped.setdefault((pair.backend, pair.reference), []).append(pair)
+    return grouped
 
 
 def compare_output(name: str, actual: Any, reference: Any, settings: ComparisonSettings) -> OutputResult:

@@ -25,10 +25,6 @@ class TensorInfo:
     dtype: str | None  # numpy dtype name; None if shape inference could not tell
     shape: tuple[Dim, ...] | None
 
-    def describe(self) -> str:
-        shape = "?" if self.shape is None else "[" + ",".join("?" if d is None else str(d) for d in self.shape) + "]"
-        return f"{self.name}  {self.node or '-'}  {self.op_type}  {self.dtype or '?'}  {shape}"
-
 
 @dataclass(frozen=True)
 class TensorGraph:

@@ -11,6 +11,11 @@ from cmpx.errors import ModelError
 Dim = int | str | None  # a fixed size, a named dynamic dimension, or an unknown one
 
 
+def format_shape(shape: tuple[Dim, ...] | None) -> str:
+    """``[N,3,?]``: sizes, named dynamic dimensions, ``?`` for unknown ones; ``?`` when even the rank is unknown."""
+    return "?" if shape is None else "[" + ",".join("?" if d is None else str(d) for d in shape) + "]"
+
+
 @dataclass(frozen=True)
 class TensorSpec:
     """A model input or output: name, numpy dtype name, and shape (None when even the rank is unknown)."""
@@ -24,9 +29,7 @@ class TensorSpec:
         return self.shape is not None and all(isinstance(d, int) and d >= 0 for d in self.shape)
 
     def shape_text(self) -> str:
-        if self.shape is None:
-            return "[?]"
-        return "[" + ",".join("?" if d is None else str(d) for d in self.shape) + "]"
+        return "[?]" if self.shape is None else format_shape(self.shape)
 
 
 @dataclass(frozen=True)

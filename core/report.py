@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from cmpx import __version__
-from cmpx.compare import OutputResult, PairResult
+from cmpx.compare import OutputResult, PairResult, group_by_pair
 from cmpx.errors import BackendCrashed, BackendError
 from cmpx.terminal import Progress, paint
 from cmpx.validation import NonFinite
@@ -118,10 +118,7 @@ class TextReporter:
 
     def summary(self, result: RunResult, interrupted: bool = False) -> None:
         self.say("Summary (interrupted: what finished)" if interrupted else "Summary")
-        by_pair: dict[tuple[str, str], list[PairResult]] = {}
-        for pair in result.pairs:
-            by_pair.setdefault((pair.backend, pair.reference), []).append(pair)
-        for (backend, reference), pairs in by_pair.items():
+        for (backend, reference), pairs in group_by_pair(result.pairs).items():
             self.say(f"  {backend} vs {reference}: {_pair_line(pairs)}")
         if not result.pairs:
             self.say("  nothing was compared")

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from cmpx import __version__
-from cmpx.compare import PairResult
+from cmpx.compare import PairResult, group_by_pair
 from cmpx.errors import BackendCrashed, BackendError, BackendTimeout
 from cmpx.execution import RunResult
 from cmpx.plan import RunPlan
@@ -45,11 +45,8 @@ def failure_record(error: BackendError | None) -> dict[str, Any] | None:
 
 
 def pair_summaries(result: RunResult) -> list[dict[str, Any]]:
-    grouped: dict[tuple[str, str], list[PairResult]] = {}
-    for pair in result.pairs:
-        grouped.setdefault((pair.backend, pair.reference), []).append(pair)
     summaries = []
-    for (backend, reference), pairs in grouped.items():
+    for (backend, reference), pairs in group_by_pair(result.pairs).items():
         passed = sum(p.passed for p in pairs)
         summaries.append({"backend": backend, "reference": reference, "iterations": len(pairs),
                           "iterations_passed": passed, "pass_rate": passed / len(pairs),

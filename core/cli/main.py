@@ -122,13 +122,13 @@ def plugins_command() -> None:
 def tensors_command(model: str) -> None:
     """List the tensors of MODEL that --onnx-outputs can mark: name, producing node, op type, dtype, shape."""
     from cmpx.graph import load_structure, tensor_graph
-    from cmpx.model import read_model
+    from cmpx.model import format_shape, read_model
 
     info = read_model(model)
     graph = tensor_graph(load_structure(info.path))
     markable = set(graph.markable())
     outputs = set(graph.graph_outputs)
-    rows = [(t.name, t.node or "-", t.op_type, t.dtype or "?", _shape(t.shape),
+    rows = [(t.name, t.node or "-", t.op_type, t.dtype or "?", format_shape(t.shape),
              "output" if t.name in outputs else ("" if t.name in markable else "not markable"))
             for t in graph.tensors]
     widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(TENSOR_COLUMNS)]
@@ -139,10 +139,6 @@ def tensors_command(model: str) -> None:
 
 
 TENSOR_COLUMNS = ("TENSOR", "NODE", "OP", "DTYPE", "SHAPE", "NOTE")
-
-
-def _shape(shape: Any) -> str:
-    return "?" if shape is None else "[" + ",".join("?" if d is None else str(d) for d in shape) + "]"
 
 
 def main() -> None:
