@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from cmpx.dtypes import ONNX_TO_NUMPY
-from cmpx.model import Dim, dim_value
+from cmpx.model import Dim
 
 
 @dataclass(frozen=True)
@@ -99,3 +99,12 @@ def model_directory(model_path: str) -> str:
 def exposed_model(model_path: str, names: Sequence[str]):
     """The model at ``model_path`` with ``names`` exposed as outputs (external weights not loaded)."""
     return expose(load_structure(model_path), names)
+
+
+def dim_value(dim) -> Dim:
+    """A TensorShapeProto.Dimension's size (None if negative or unset), or its name."""
+    if dim.HasField("dim_value"):
+        return int(dim.dim_value) if dim.dim_value >= 0 else None
+    if dim.HasField("dim_param"):
+        return dim.dim_param
+    return None
