@@ -24,7 +24,7 @@ CMPX = ("import atexit, sys\n"
         "    line = [l for l in open('/proc/self/status') if l.startswith('VmHWM:')][0]\n"
         "    print('COORDINATOR_PEAK_KB', line.split()[1], file=sys.stderr)\n"
         "atexit.register(peak)\n"
-        "from cmpx.cli.main import main\n"
+        "from cmpx.cli.launch import main\n"
         "main()\n")
 
 

@@ -4,10 +4,13 @@ Plugin authors need only what is exported here: ``hookimpl`` to mark hook implem
 subclass and ``BackendOption`` to declare backend-specific command-line options.
 """
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cmpx.backend import Backend
-from cmpx.registry import BackendOption
+
+if TYPE_CHECKING:
+    from cmpx.hookspecs import hookimpl
+    from cmpx.registry import BackendOption
 
 __version__ = "0.1.0"
 
@@ -15,9 +18,13 @@ __all__ = ["Backend", "BackendOption", "hookimpl", "__version__"]
 
 
 def __getattr__(name: str) -> Any:
-    # hookimpl (pluggy) is loaded on first use: a worker that only runs a Backend never needs it.
+    # Loaded on first use: a worker that only runs a Backend needs neither pluggy nor the registry.
     if name == "hookimpl":
         from cmpx.hookspecs import hookimpl
 
         return hookimpl
+    if name == "BackendOption":
+        from cmpx.registry import BackendOption
+
+        return BackendOption
     raise AttributeError(f"module 'cmpx' has no attribute {name!r}")

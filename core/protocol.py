@@ -3,7 +3,7 @@
 A frame is a 4-byte big-endian payload length followed by a msgpack map with at least an ``op`` key.
 Tensors never travel in frames, only their descriptors (segment, offset, dtype, shape).
 
-Coordinator -> worker ops: ``load``, ``infer``, ``close``.
+Coordinator -> worker ops: ``setup`` (first; no reply), ``load``, ``infer``, ``close``.
 Worker -> coordinator ops: ``hello`` (on start), ``ready`` (after load), ``result`` (after infer),
 ``error`` (an exception: type, message, traceback), ``bye`` (after close).
 """
@@ -18,11 +18,11 @@ import msgpack
 
 from cmpx.errors import ProtocolError
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 HEADER = struct.Struct(">I")
 MAX_FRAME = 16 * 1024 * 1024
 
-TO_WORKER = frozenset({"load", "infer", "close"})
+TO_WORKER = frozenset({"setup", "load", "infer", "close"})
 FROM_WORKER = frozenset({"hello", "ready", "result", "error", "bye"})
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import mmap
 import os
-import secrets
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -26,7 +25,7 @@ ALIGNMENT = 64
 
 def new_run_prefix() -> str:
     """A prefix unique to this coordinator process and run: ``cmpx-<pid>-<random>-``."""
-    return f"{PREFIX}{os.getpid()}-{secrets.token_hex(4)}-"
+    return f"{PREFIX}{os.getpid()}-{os.urandom(4).hex()}-"
 
 
 def _path(name: str) -> str:

@@ -9,7 +9,6 @@ when it happens, not at the next poll; each request has its own deadline.
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import selectors
 import signal
@@ -23,6 +22,7 @@ from typing import Any
 
 from cmpx import protocol
 from cmpx.errors import BackendCrashed, BackendError, BackendTimeout, ProtocolError, RemoteTraceback
+from cmpx.idle_threads import quiet_idle_threads
 
 KILL_GRACE_SECONDS = 2.0
 PROGRESS_TICK_SECONDS = 0.25
@@ -40,6 +40,7 @@ class Worker:
     from_worker: int
     log: Any  # the temporary file holding the worker's stdout and stderr
     pidfd: int | None
+    env: dict[str, str] | None = None  # the environment it was started with (None: the coordinator's)
     decoder: protocol.FrameDecoder = field(default_factory=protocol.FrameDecoder)
     inbox: list[dict[str, Any]] = field(default_factory=list)
     failure: BackendError | None = None
@@ -67,18 +68,15 @@ class Worker:
         return os.pread(fd, os.fstat(fd).st_size, 0).decode("utf-8", "replace")
 
 
-def start_worker(name: str, env: dict[str, str] | None = None, setup: dict[str, Any] | None = None) -> Worker:
-    """Start one worker process. Must run on the main thread (the worker dies with the thread that forked it).
-
-    ``setup`` ({"backend": name, "plugins": settings}) lets it import its backend before the load request.
-    """
+def spawn_worker(env: dict[str, str] | None = None) -> Worker:
+    """Start one worker process that does not know its backend yet (see ``assign``). Must run on the main
+    thread (the worker dies with the thread that forked it)."""
     child_in, parent_out = os.pipe()
     parent_in, child_out = os.pipe()
     log = tempfile.TemporaryFile(prefix="cmpx-worker-")
     try:
         process = subprocess.Popen(
-            [sys.executable, "-m", "cmpx.worker", str(child_in), str(child_out), str(os.getpid()),
-             *([json.dumps(setup)] if setup else [])],
+            [sys.executable, "-m", "cmpx.worker", str(child_in), str(child_out), str(os.getpid())],
             pass_fds=(child_in, child_out), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
             start_new_session=True, env=env, close_fds=True)
     except BaseException:
@@ -95,7 +93,44 @@ def start_worker(name: str, env: dict[str, str] | None = None, setup: dict[str, 
             pidfd = os.pidfd_open(process.pid)
         except OSError:
             pidfd = None
-    return Worker(name, process, parent_out, parent_in, log, pidfd)
+    return Worker("", process, parent_out, parent_in, log, pidfd, env=env)
+
+
+def assign(worker: Worker, name: str, setup: dict[str, Any]) -> Worker:
+    """Name the worker after its backend and send its ``setup`` ({"backend", "target", "plugins"}), so that it
+    imports its backend now, before the load request."""
+    worker.name = name
+    send(worker, {"op": "setup", **setup}, "start")
+    return worker
+
+
+def start_worker(name: str, env: dict[str, str] | None = None, setup: dict[str, Any] | None = None) -> Worker:
+    """Spawn a worker and assign it to backend ``name``."""
+    return assign(spawn_worker(env), name, setup or {"backend": name, "plugins": {}})
+
+
+class SpareWorkers:
+    """Workers started before the backends are known: cmpx spawns one per ``--backend`` as soon as it sees a run
+    on its command line, so that their interpreters start and import numpy while the coordinator parses options
+    and discovers plugins. Each is then assigned to a backend; whatever is left over must be released."""
+
+    def __init__(self, count: int = 0, env: dict[str, str] | None = None):
+        self.env = env
+        self.workers: list[Worker] = []
+        try:
+            for _ in range(count):
+                self.workers.append(spawn_worker(env))
+        except BaseException:
+            self.release()
+            raise
+
+    def take(self, env: dict[str, str] | None) -> Worker | None:
+        """A spare started with exactly this environment, if one is left."""
+        return self.workers.pop(0) if self.workers and env == self.env else None
+
+    def release(self) -> None:
+        while self.workers:
+            release(self.workers.pop())
 
 
 def send(worker: Worker, message: dict[str, Any], phase: str) -> None:
@@ -266,19 +301,31 @@ def release(worker: Worker) -> None:
     worker.closed = True
 
 
-def start_workers(backends: Sequence[Any], settings: Any) -> dict[str, Worker]:
-    """Start a worker per live backend (cmpx.plan.BackendPlan); each imports its backend at once, before the
-    model is read. Light on purpose (no numpy): the CLI calls it as early as it can. Whoever starts them must
-    hand them to ``execution.execute`` or ``release_workers``."""
+def worker_environment() -> dict[str, str]:
+    """The environment every worker starts with: the coordinator's, with idle BLAS threads quieted."""
     env = dict(os.environ)
+    quiet_idle_threads(env)
+    return env
+
+
+def start_workers(backends: Sequence[Any], settings: Any, spares: SpareWorkers | None = None) -> dict[str, Worker]:
+    """Start (or take from ``spares``) a worker per live backend (cmpx.plan.BackendPlan); each imports its
+    backend at once, before the model is read. Light on purpose (no numpy): the CLI calls it as early as it can.
+    Spares not taken are stopped. Whoever starts the workers must hand them to ``execution.execute`` or
+    ``release_workers``."""
+    env = worker_environment()
     workers: dict[str, Worker] = {}
     try:
         for backend in backends:
-            workers[backend.name] = start_worker(backend.name, env, setup={
+            worker = (spares.take(env) if spares is not None else None) or spawn_worker(env)
+            workers[backend.name] = assign(worker, backend.name, {
                 "backend": backend.spec.name, "target": backend.spec.target, "plugins": settings.to_message()})
     except BaseException:
         release_workers(workers)
         raise
+    finally:
+        if spares is not None:
+            spares.release()
     return workers
 
 

@@ -56,7 +56,7 @@ def models(tmp_path):
 def run_cmpx(*args: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
     """Run the installed `cmpx` entry point as a separate process."""
     full_env = dict(os.environ, **(env or {}))
-    return subprocess.run([sys.executable, "-c", "from cmpx.cli.main import main; main()", *map(str, args)],
+    return subprocess.run([sys.executable, "-m", "cmpx", *map(str, args)],
                           capture_output=True, text=True, env=full_env, timeout=timeout, cwd=REPO)
 
 

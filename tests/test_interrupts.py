@@ -19,7 +19,7 @@ def workers_of(parent: int) -> list[int]:
 
 def start_hanging_run(model: str) -> subprocess.Popen:
     process = subprocess.Popen(
-        [sys.executable, "-c", "from cmpx.cli.main import main; main()", "run", model, "--backend", "onnxrt",
+        [sys.executable, "-m", "cmpx", "run", model, "--backend", "onnxrt",
          "--backend", "faulty", "-p", "cmpx_test_faulty", "--faulty-fault", "infer:hang"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO,
         env=dict(os.environ, PYTHONUNBUFFERED="1"))

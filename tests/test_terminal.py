@@ -46,7 +46,7 @@ def test_colour_only_on_a_terminal_and_never_with_no_color(monkeypatch):
 
 
 def test_output_to_a_pipe_has_no_escape_codes():
-    done = subprocess.run([sys.executable, "-c", "from cmpx.cli.main import main; main()", "run", EXAMPLE,
+    done = subprocess.run([sys.executable, "-m", "cmpx", "run", EXAMPLE,
                            *BACKENDS, "--atol", "0", "--rtol", "0"], capture_output=True, text=True, cwd=REPO)
     assert "\x1b[" not in done.stdout + done.stderr and "FAILED" in done.stdout
 

@@ -1,5 +1,6 @@
 """Command-line words before click sees them: the space-separated multi-value form, and an early look at
-``-p`` / ``--debug`` (plugins must be loaded before the ``run`` command's options exist)."""
+``-p`` / ``--debug`` (plugins must be loaded before the ``run`` command's options exist) and at how many
+backends a run will start."""
 
 from __future__ import annotations
 
@@ -58,3 +59,19 @@ def option_values(args: Sequence[str], short: str, long: str) -> list[str]:
         elif word.startswith(short) and not word.startswith("--") and len(word) > len(short):
             values.append(word[len(short):])
     return values
+
+
+def backends_to_run(args: Sequence[str]) -> int:
+    """How many ``--backend`` options ``cmpx [-p MODULE ...] run ...`` has; 0 for any other command, and for
+    ``run --help``. A guess made before plugins are loaded: the options may still turn out to be wrong."""
+    i = 0
+    while i < len(args) and looks_like_option(args[i]):
+        i += 2 if args[i] in ("-p", "--plugin") else 1
+    if i >= len(args) or args[i] != "run":
+        return 0
+    words = list(args[i + 1:])
+    if "--" in words:
+        words = words[:words.index("--")]
+    if "-h" in words or "--help" in words:
+        return 0
+    return sum(1 for word in words if word == "--backend" or word.startswith("--backend="))

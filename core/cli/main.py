@@ -6,7 +6,7 @@ import signal
 import sys
 import threading
 import traceback
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -14,6 +14,9 @@ from cmpx import __version__
 from cmpx.cli.argv import option_values
 from cmpx.errors import BackendError, CmpxError, PluginError, UsageError
 from cmpx.plugins import PluginSet, PluginSettings, make_plugin_manager
+
+if TYPE_CHECKING:
+    from cmpx.supervisor import SpareWorkers
 
 EXIT_USAGE, EXIT_BACKEND_FAILED, EXIT_INTERRUPTED = 2, 3, 130
 
@@ -32,13 +35,14 @@ class CmpxGroup(click.Group):
         return sorted({*super().list_commands(ctx), "run"})
 
     def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
-             standalone_mode: bool = True, **extra: Any) -> Any:
+             standalone_mode: bool = True, spares: SpareWorkers | None = None, **extra: Any) -> Any:
+        """``spares``: workers already started for this run (see cmpx.cli.launch), which ``run`` takes."""
         args = list(sys.argv[1:] if args is None else args)
         debug = "--debug" in args[: args.index("--")] if "--" in args else "--debug" in args
         previous_sigterm = _sigterm_interrupts()
         try:
             code = super().main(args, prog_name or "cmpx", complete_var, standalone_mode=False,
-                                obj={"argv": args}, **extra)
+                                obj={"argv": args, "spares": spares}, **extra)
         except click.ClickException as exc:
             _show_debug(debug)
             message = exc.format_message()
@@ -139,7 +143,3 @@ def tensors_command(model: str) -> None:
 
 
 TENSOR_COLUMNS = ("TENSOR", "NODE", "OP", "DTYPE", "SHAPE", "NOTE")
-
-
-def main() -> None:
-    cli.main(prog_name="cmpx")

@@ -230,9 +230,9 @@ def _run(plugins: PluginSet, values: dict[str, Any]) -> int:
 
     # The workers start now, before anything heavy is imported here, and import their frameworks while this
     # process reads the model and makes data; if that finds a problem they are stopped before loading anything.
-    workers = start_workers(checked.backends, settings)
-    scratch = tempfile.mkdtemp(prefix="cmpx-transformed-")
     ctx = click.get_current_context()
+    workers = start_workers(checked.backends, settings, spares=ctx.find_root().obj.get("spares"))
+    scratch = tempfile.mkdtemp(prefix="cmpx-transformed-")
     ctx.call_on_close(lambda: shutil.rmtree(scratch, ignore_errors=True))
     try:
         plan, feeds = build_plan(checked, warn=lambda m: click.echo(f"warning: {m}", err=True), scratch=scratch)

@@ -22,7 +22,7 @@ def worker_processes(parent: int | None = None) -> list[int]:
         except OSError:
             continue
         if b"cmpx.worker" in argv and state != "Z":
-            position = argv.index(b"cmpx.worker")  # python -m cmpx.worker FD_IN FD_OUT PARENT_PID [SETUP]
+            position = argv.index(b"cmpx.worker")  # python -m cmpx.worker FD_IN FD_OUT PARENT_PID
             if argv[position + 3:position + 4] == [str(parent).encode()]:
                 found.append(int(entry))
     return found

@@ -25,14 +25,14 @@ class WorkerError(Exception):
 
 
 def main(argv: list[str]) -> int:
-    """``FD_IN FD_OUT PARENT_PID [SETUP]``; SETUP (JSON: backend name and plugin settings) lets the worker
-    load its plugins and import its backend while the coordinator is still reading the model."""
+    """``FD_IN FD_OUT PARENT_PID``. The worker says hello as soon as it is up; its first request is ``setup``
+    (backend name, resolved target, plugin settings), after which it imports its backend at once, while the
+    coordinator is still reading the model. A worker can so be started before the coordinator knows its
+    backend (cmpx starts them while it parses the command line)."""
     fd_in, fd_out, parent_pid = (int(a) for a in argv[:3])
     die_with_parent(parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the coordinator decides when workers stop
     state = _State()
-    if len(argv) > 3:
-        state.prepare(json.loads(argv[3]))
     protocol.write_frame(fd_out, {"op": "hello", "pid": os.getpid(), "protocol": protocol.PROTOCOL_VERSION})
     while True:
         try:
@@ -41,6 +41,9 @@ def main(argv: list[str]) -> int:
             return 4
         if message is None:  # the coordinator is gone or closed the pipe
             return 0
+        if message["op"] == "setup":  # no reply: a failure is reported when the load request comes
+            state.prepare(message)
+            continue
         reply = _handle(state, message)
         protocol.write_frame(fd_out, reply)
         if message["op"] == "close":

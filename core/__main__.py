@@ -1,0 +1,3 @@
+from cmpx.cli.launch import main
+
+main()

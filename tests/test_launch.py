@@ -1,0 +1,147 @@
+"""A run's workers start while the coordinator still parses its command line (spare workers, one per --backend),
+become the backends' workers once the options are checked, and never outlive the run, whatever happens."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from cmpx import supervisor
+from cmpx.cli.argv import backends_to_run
+from cmpx.plugins import PluginSettings, make_plugin_manager
+from cmpx.testing.leaks import worker_processes
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLE = str(REPO / "examples" / "models" / "conv.onnx")
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["run", "m.onnx", "--backend", "onnxrt", "--backend", "onnxref"], 2),
+    (["-p", "plugin_module", "run", "m.onnx", "--backend=onnxrt"], 1),
+    (["--debug", "run", "--backend", "a", "--backend", "b", "--backend", "c", "m.onnx"], 3),
+    (["run", "m.onnx"], 0),
+    (["run", "m.onnx", "--backend", "onnxrt", "--help"], 0),
+    (["run", "-h", "--backend", "onnxrt"], 0),
+    (["run", "m.onnx", "--backend", "onnxrt", "--", "--backend", "x"], 1),
+    (["plugins"], 0),
+    (["tensors", "run"], 0),
+    (["-p", "run", "plugins", "--backend", "x"], 0),  # "run" is -p's value; the command is plugins
+    (["--help"], 0),
+    ([], 0),
+])
+def test_backends_to_run_counts_the_backends_of_a_run_command_only(args, expected):
+    assert backends_to_run(args) == expected
+
+
+def _backends(*names: str) -> list[SimpleNamespace]:
+    plugins = make_plugin_manager()
+    return [SimpleNamespace(name=f"{name}#{i}", spec=plugins.backends.get(name)) for i, name in enumerate(names)]
+
+
+def test_spares_become_the_backends_workers_and_run_them():
+    env = supervisor.worker_environment()
+    spares = supervisor.SpareWorkers(2, env)
+    started = [worker.process.pid for worker in spares.workers]
+    workers = supervisor.start_workers(_backends("onnxrt", "onnxref"), PluginSettings(), spares)
+    try:
+        assert [worker.process.pid for worker in workers.values()] == started
+        assert spares.workers == []
+        ids = {}
+        for worker in workers.values():
+            ids[worker.name] = worker.next_id()
+            supervisor.send(worker, {"op": "load", "id": ids[worker.name], "backend": worker.name.split("#")[0],
+                                     "options": {}, "model": EXAMPLE, "mark": [],
+                                     "plugins": PluginSettings().to_message()}, "load")
+        replies = supervisor.wait_replies(workers.values(), "ready", "load", 60, ids)
+        assert all(isinstance(reply, dict) and reply["op"] == "ready" for reply in replies.values()), replies
+    finally:
+        supervisor.release_workers(workers)
+    assert worker_processes() == []
+
+
+def test_spares_started_with_another_environment_are_not_used_and_are_stopped():
+    spares = supervisor.SpareWorkers(1, dict(supervisor.worker_environment(), CMPX_TEST_OTHER="1"))
+    spare = spares.workers[0].process.pid
+    workers = supervisor.start_workers(_backends("onnxrt"), PluginSettings(), spares)
+    try:
+        assert [worker.process.pid for worker in workers.values()] != [spare]
+        assert spare not in worker_processes()
+    finally:
+        supervisor.release_workers(workers)
+    assert worker_processes() == []
+
+
+def test_spares_left_over_are_stopped_once_the_backends_have_workers():
+    spares = supervisor.SpareWorkers(3, supervisor.worker_environment())
+    workers = supervisor.start_workers(_backends("onnxrt"), PluginSettings(), spares)
+    try:
+        assert worker_processes() == [workers["onnxrt#0"].process.pid]
+    finally:
+        supervisor.release_workers(workers)
+
+
+@pytest.mark.parametrize("args", [
+    ["run", EXAMPLE, "--backend", "onnxrt", "--backend", "nope"],  # an unknown backend, found after spawning
+    ["run", EXAMPLE, "--backend", "onnxrt", "--backend", "onnxref", "--atol", "abc"],
+    ["run", EXAMPLE, "--backend", "onnxrt", "--backend", "onnxref", "--input-shapes", "Q:[1]"],
+])
+def test_a_run_refused_after_its_spares_started_leaves_no_worker(args):
+    process = subprocess.Popen([sys.executable, "-m", "cmpx", *args], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, cwd=REPO)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 2, out + err
+    assert err.startswith("Error: ") and "Traceback" not in err
+    assert worker_processes(process.pid) == []
+
+
+def test_a_run_through_the_console_entry_passes_and_leaves_no_worker():
+    process = subprocess.Popen([sys.executable, "-m", "cmpx", "run", EXAMPLE, "--backend", "onnxrt", "--backend",
+                                "onnxref"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 0, out + err
+    assert "PASSED | 1 comparison(s)" in out
+    assert worker_processes(process.pid) == []
+
+
+def _environ(pid: int) -> dict[str, str]:
+    with open(f"/proc/{pid}/environ", "rb") as f:
+        pairs = [entry.split(b"=", 1) for entry in f.read().split(b"\0") if b"=" in entry]
+    return {key.decode(): value.decode() for key, value in pairs}
+
+
+@pytest.mark.parametrize("user_value, expected", [(None, "4"), ("28", "28")])
+def test_workers_quiet_idle_blas_threads_unless_the_user_chose(monkeypatch, user_value, expected):
+    if user_value is None:
+        monkeypatch.delenv("OPENBLAS_THREAD_TIMEOUT", raising=False)
+    else:
+        monkeypatch.setenv("OPENBLAS_THREAD_TIMEOUT", user_value)
+    worker = supervisor.spawn_worker(supervisor.worker_environment())
+    try:
+        assert _environ(worker.process.pid)["OPENBLAS_THREAD_TIMEOUT"] == expected
+    finally:
+        supervisor.release(worker)
+
+
+def test_the_coordinator_quiets_its_own_blas_threads_before_importing_numpy():
+    probe = ("import atexit, os, sys\n"
+             "atexit.register(lambda: print(os.environ.get('OPENBLAS_THREAD_TIMEOUT'), 'numpy' in sys.modules))\n"
+             "sys.argv[1:] = ['--version']\n"
+             "from cmpx.cli.launch import main\n"
+             "main()\n")
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_THREAD_TIMEOUT"}
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=60)
+    assert done.stdout.splitlines()[-1] == "4 False"
+
+
+def test_the_run_is_done_by_the_workers_started_before_plugin_discovery(tmp_path):
+    spy = tmp_path / "spy.txt"
+    done = subprocess.run([sys.executable, "-m", "cmpx", "-p", "cmpx_test_spy", "run", EXAMPLE, "--backend", "onnxrt",
+                           "--backend", "onnxref", "--compare", "simple", "spy"], capture_output=True, text=True,
+                          cwd=REPO, env=dict(os.environ, CMPX_TEST_SPY_FILE=str(spy)), timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    seen = [line.split() for line in spy.read_text().splitlines()]
+    assert seen[0][0] == "import" and len(seen[0]) == 3  # two workers already alive while plugins load
+    assert {tuple(line) for line in seen if line[0] == "compare"} == {("compare", *seen[0][1:])}
