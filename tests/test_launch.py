@@ -145,3 +145,24 @@ def test_the_run_is_done_by_the_workers_started_before_plugin_discovery(tmp_path
     seen = [line.split() for line in spy.read_text().splitlines()]
     assert seen[0][0] == "import" and len(seen[0]) == 3  # two workers already alive while plugins load
     assert {tuple(line) for line in seen if line[0] == "compare"} == {("compare", *seen[0][1:])}
+
+
+def test_spares_that_cannot_be_spawned_only_lose_the_head_start(monkeypatch, capsys):
+    from cmpx.cli import launch
+
+    real_spawn, calls = supervisor.spawn_worker, []
+
+    def spawn_failing_first(env=None):
+        calls.append(env)
+        if len(calls) == 1:
+            raise OSError(11, "Resource temporarily unavailable")
+        return real_spawn(env)
+
+    monkeypatch.setattr(supervisor, "spawn_worker", spawn_failing_first)
+    monkeypatch.setenv("OPENBLAS_THREAD_TIMEOUT", "4")  # restored afterwards, as launch sets it in os.environ
+    monkeypatch.setattr(sys, "argv", ["cmpx", "run", EXAMPLE, "--backend", "onnxrt", "--backend", "onnxref"])
+    with pytest.raises(SystemExit) as exited:
+        launch.main()
+    assert exited.value.code == 0, capsys.readouterr()
+    assert len(calls) == 3  # the failed spare, then the run's own two workers
+    assert worker_processes() == []

@@ -27,7 +27,10 @@ def main() -> None:
     if count:
         from cmpx.supervisor import SpareWorkers, worker_environment
 
-        spares = SpareWorkers(count, worker_environment())
+        try:
+            spares = SpareWorkers(count, worker_environment())
+        except OSError:  # only a head start: the run starts its workers itself, and reports what fails then
+            spares = None
     try:
         from cmpx.cli.main import cli
 
