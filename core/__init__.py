@@ -1,7 +1,8 @@
 """cmpx: compare one model's outputs across inference frameworks.
 
 Plugin authors need only what is exported here: ``hookimpl`` to mark hook implementations, ``Backend`` to
-subclass and ``BackendOption`` to declare backend-specific command-line options.
+subclass, ``BackendOption`` to declare backend-specific command-line options, and ``TensorSpec`` for a backend
+that describes models in its own format.
 """
 
 from typing import TYPE_CHECKING, Any
@@ -10,11 +11,12 @@ from cmpx.backend import Backend
 
 if TYPE_CHECKING:
     from cmpx.hookspecs import hookimpl
+    from cmpx.model import TensorSpec
     from cmpx.registry import BackendOption
 
 __version__ = "0.1.0"
 
-__all__ = ["Backend", "BackendOption", "hookimpl", "__version__"]
+__all__ = ["Backend", "BackendOption", "TensorSpec", "hookimpl", "__version__"]
 
 
 def __getattr__(name: str) -> Any:
@@ -27,4 +29,8 @@ def __getattr__(name: str) -> Any:
         from cmpx.registry import BackendOption
 
         return BackendOption
+    if name == "TensorSpec":
+        from cmpx.model import TensorSpec
+
+        return TensorSpec
     raise AttributeError(f"module 'cmpx' has no attribute {name!r}")

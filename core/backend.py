@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from cmpx.model import TensorSpec
 
 
 class Backend:
@@ -34,6 +37,13 @@ class Backend:
         ``allocate(name, dtype, shape)`` returns a writable numpy array in a segment the coordinator reads;
         return that very array for the output and the worker copies nothing. The default calls :meth:`infer`."""
         return self.infer(feeds)
+
+    def describe(self) -> tuple[Sequence[TensorSpec], Sequence[TensorSpec]]:
+        """The loaded model's inputs and outputs, as ``cmpx.TensorSpec`` (name, numpy dtype name, shape with
+        ``None`` or a name for dynamic dimensions). Called after :meth:`load`, only for a model in one of the
+        ``model_formats`` the backend registered: cmpx reads ONNX models itself, but learns what a model in a
+        backend's own format (a TensorRT engine, an OpenVINO IR) takes and returns from the backend."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement describe()")
 
     def close(self) -> None:
         """Release framework resources. Called once, when the run ends normally."""

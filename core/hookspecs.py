@@ -40,7 +40,9 @@ def register_backends(registry: BackendRegistry) -> None:
     :class:`cmpx.Backend` subclass written ``"package.module:ClassName"``. The class is imported only in
     the backend's worker process. Keyword arguments of ``add`` describe the backend: ``description``,
     ``options`` (a sequence of :class:`cmpx.BackendOption`, shown as ``--<name>-<option>`` in
-    ``cmpx run --help``) and ``supports_marking`` (whether it can expose intermediate tensors).
+    ``cmpx run --help``), ``supports_marking`` (whether it can expose intermediate tensors) and
+    ``model_formats`` (suffixes of model files in the framework's own format, such as ``".engine"``, which the
+    backend loads and describes with :meth:`cmpx.Backend.describe`).
 
     :param registry: the backend registry; it rejects invalid names and reports clashes.
     :returns: nothing; a return value (including ``None``) is ignored.

@@ -83,6 +83,7 @@ class Preflight:
     ranges: Mapping[str, Any]
     loader_name: str
     loader_spec: Any
+    model_format: str | None = None  # the model's suffix when it is in its backends' own format, not ONNX
 
 
 def preflight(request: RunRequest, plugins: PluginSet, settings: PluginSettings) -> Preflight:
@@ -107,14 +108,48 @@ def preflight(request: RunRequest, plugins: PluginSet, settings: PluginSettings)
                                                                                   option.default)
                                          for option in spec.options}, transform)
                 for name, spec, (_, transform) in zip(names, specs, words)]
+    model_format = _check_model_format(request, plugins, backends)
     return Preflight(request, plugins, settings, specs, backends, _timeouts(request, backends), comparison,
-                     per_output_options, shapes, default_range, ranges, loader_name, loader_spec)
+                     per_output_options, shapes, default_range, ranges, loader_name, loader_spec, model_format)
 
 
-def build_plan(checked: Preflight, warn: Callable[[str], None],
-               scratch: str | None = None) -> tuple[RunPlan, Iterator[Mapping[str, Any]] | None]:
+def native_format(model: str | None, specs: Sequence[BackendSpec]) -> str | None:
+    """The suffix of ``model`` if a backend registered it as a format of its own (".engine"), else None (ONNX)."""
+    if model is None:
+        return None
+    suffix = os.path.splitext(model)[1].lower()
+    return suffix if any(suffix in spec.model_formats for spec in specs) else None
+
+
+def _check_model_format(request: RunRequest, plugins: PluginSet, backends: Sequence[BackendPlan]) -> str | None:
+    """A model in a backend's own format runs only on backends that load it, untransformed and unmarked."""
+    suffix = native_format(request.model, list(plugins.backends))
+    if suffix is None:
+        return None
+    loaders = sorted(spec.name for spec in plugins.backends if suffix in spec.model_formats)
+    others = list(dict.fromkeys(b.spec.name for b in backends if suffix not in b.spec.model_formats))
+    if not backends:
+        raise UsageError(f"{request.model} is a {suffix} model: run it with --backend {' or '.join(loaders)}, or "
+                         "leave the model out to compare saved runs only")
+    if others:
+        raise UsageError(f"{request.model} is a {suffix} model, which only {', '.join(loaders)} can load, not "
+                         f"{', '.join(others)}; run those on the ONNX model with --save-outputs DIR and compare "
+                         f"with --load-outputs DIR")
+    for backend in backends:
+        if backend.transform:
+            raise UsageError(f"--backend {backend.spec.name}:{backend.transform}: transforms apply to ONNX models, "
+                             f"and {request.model} is a {suffix} model; build it from the transformed graph instead")
+    if request.onnx_outputs or request.mark_all:
+        raise UsageError(f"--onnx-outputs / --mark-all mark tensors of an ONNX model, and {request.model} is a "
+                         f"{suffix} model; run the ONNX model to compare intermediate tensors")
+    return suffix
+
+
+def build_plan(checked: Preflight, warn: Callable[[str], None], scratch: str | None = None,
+               described: ModelInfo | None = None) -> tuple[RunPlan, Iterator[Mapping[str, Any]] | None]:
     """Check the rest against the model and the saved files; return the plan and its feeds (the first one
-    already made, so that a failing data source fails before any inference).
+    already made, so that a failing data source fails before any inference). ``described``: the model's
+    inputs and outputs as a backend described them, for a model in its own format (``checked.model_format``).
 
     Raises UsageError (or ModelError) for anything wrong, naming the problem and the fix.
     """
@@ -122,14 +157,19 @@ def build_plan(checked: Preflight, warn: Callable[[str], None],
     comparison, per_output_options = checked.comparison, checked.per_output_options
     shapes, default_range, ranges = checked.shapes, checked.default_range, checked.ranges
     loader_name, loader_spec, timeouts = checked.loader_name, checked.loader_spec, checked.timeouts
-    model = _read_model(request, specs)
+    if checked.model_format is not None:
+        if described is None:
+            raise ValueError(f"a {checked.model_format} model must be described by its backend before planning")
+        model: ModelInfo | None = described
+    else:
+        model = _read_model(request, specs)
     saved = _saved_backends(request, model)
     names = [b.name for b in backends] + [b.name for b in saved]
     if len(names) < 2:
         raise UsageError(f"cmpx run compares backends: give at least two --backend or --load-outputs (got "
                          f"{len(names)}); available backends: {', '.join(plugins.backends.names())}")
     check_reference(request.reference, names)
-    graph, mark = _marking(request, model, bool(saved))
+    graph, mark = _marking(request, model, bool(saved) and checked.model_format is None)
     if (mark or request.backend_options.get("trt_outputs")) and any(spec.name == "trt" for spec in specs):
         warn("marking outputs changes TensorRT's layer fusion: the marked engine can differ from the unmarked one")
     if mark and not any(spec.supports_marking for spec in specs):

@@ -3,8 +3,9 @@
 A frame is a 4-byte big-endian payload length followed by a msgpack map with at least an ``op`` key.
 Tensors never travel in frames, only their descriptors (segment, offset, dtype, shape).
 
-Coordinator -> worker ops: ``setup`` (first; no reply), ``load``, ``infer``, ``close``.
-Worker -> coordinator ops: ``hello`` (on start), ``ready`` (after load), ``result`` (after infer),
+Coordinator -> worker ops: ``setup`` (first; no reply), ``describe`` (load a model in the backend's own format
+and say its inputs and outputs), ``load``, ``infer``, ``close``.
+Worker -> coordinator ops: ``hello`` (on start), ``described``, ``ready`` (after load), ``result`` (after infer),
 ``error`` (an exception: type, message, traceback), ``bye`` (after close).
 """
 
@@ -22,8 +23,8 @@ PROTOCOL_VERSION = 2
 HEADER = struct.Struct(">I")
 MAX_FRAME = 16 * 1024 * 1024
 
-TO_WORKER = frozenset({"setup", "load", "infer", "close"})
-FROM_WORKER = frozenset({"hello", "ready", "result", "error", "bye"})
+TO_WORKER = frozenset({"setup", "describe", "load", "infer", "close"})
+FROM_WORKER = frozenset({"hello", "described", "ready", "result", "error", "bye"})
 
 
 def encode(message: dict[str, Any]) -> bytes:

@@ -12,6 +12,7 @@ from cmpx.errors import PluginError
 
 _NAME = re.compile(r"[a-z][a-z0-9_-]*\Z")
 _TARGET = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*\Z")
+_SUFFIX = re.compile(r"\.[a-z0-9][a-z0-9_-]*\Z")
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,7 @@ class BackendSpec:
     description: str = ""
     options: tuple[BackendOption, ...] = ()
     supports_marking: bool = False
+    model_formats: tuple[str, ...] = ()  # suffixes of model files it loads besides ONNX (".engine", ".xml")
     provenance: Provenance = field(default=Provenance("?"), compare=False)
 
     def flag(self, option: BackendOption) -> str:
@@ -140,16 +142,26 @@ class BackendRegistry(_Registry[BackendSpec]):
     kind = "backend"
 
     def add(self, name: str, target: str, *, description: str = "", options: Sequence[BackendOption] = (),
-            supports_marking: bool = False) -> None:
-        """Register backend ``name`` implemented by the class at ``target`` ("package.module:Class")."""
+            supports_marking: bool = False, model_formats: Sequence[str] = ()) -> None:
+        """Register backend ``name`` implemented by the class at ``target`` ("package.module:Class").
+
+        ``model_formats``: suffixes of model files in the backend's own format that it loads directly (".engine",
+        ".xml"); its class must then implement ``describe()``, since cmpx reads only ONNX models itself."""
         if not isinstance(target, str) or not _TARGET.match(target):
             raise PluginError(f"backend {name!r}: target {target!r} must look like 'package.module:ClassName'")
+        if isinstance(model_formats, str):
+            model_formats = (model_formats,)
+        for suffix in model_formats:
+            if not isinstance(suffix, str) or not _SUFFIX.match(suffix) or suffix == ".onnx":
+                raise PluginError(f"backend {name!r}: model format {suffix!r} must be a lower-case file suffix such "
+                                  "as '.engine' (ONNX is every backend's format and is not listed)")
         for option in options:
             if not isinstance(option, BackendOption):
                 raise PluginError(f"backend {name!r}: options must be cmpx.BackendOption, got {option!r}")
             if option.flag is not None and not re.fullmatch(r"--[a-z][a-z0-9-]*", option.flag):
                 raise PluginError(f"backend {name!r}: option flag {option.flag!r} must look like --some-name")
-        self._add(BackendSpec(name, target, description, tuple(options), supports_marking, self._stamp()))
+        self._add(BackendSpec(name, target, description, tuple(options), supports_marking, tuple(model_formats),
+                              self._stamp()))
 
 
 class _FactoryRegistry(_Registry[T]):

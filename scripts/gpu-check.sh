@@ -2,7 +2,8 @@
 # Run cmpx's TensorRT checks end to end on a machine with an NVIDIA GPU and TensorRT (never run in CI:
 # CI machines have no GPU). Usage, from the repository root:  bash scripts/gpu-check.sh
 # It installs cmpx with its trt extra into .venv-gpu, then runs the tests marked gpu and a few comparisons:
-# fp32, fp16 and int8 Q/DQ graphs, dynamic shapes with profiles, a saved engine and timing cache, mark all.
+# fp32, fp16 and int8 Q/DQ graphs, dynamic shapes with profiles, a saved engine (and running it as the model),
+# a timing cache, mark all.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv-gpu
@@ -18,7 +19,8 @@ cmpx run examples/models/conv.onnx --backend trt --fp16 --backend onnxrt --atol 
 cmpx run examples/models/conv.onnx --backend trt --int8 --backend onnxrt:int8 --atol 0.2 --rtol 0.2
 cmpx run examples/models/dynamic_identity.onnx --backend trt --backend onnxrt --input-shapes X:[2,2,4,4] \
     --trt-min-shapes X:[1,2,1,1] --trt-opt-shapes X:[2,2,4,4] --trt-max-shapes X:[4,2,8,8] \
-    --save-engine "$work/identity.engine" --save-timing-cache "$work/timing.cache"
+    --save-engine "$work/identity.engine" --save-timing-cache "$work/timing.cache" --save-outputs "$work/run"
+cmpx run "$work/identity.engine" --backend trt --input-shapes X:[2,2,4,4] --load-outputs "$work/run"
 cmpx run examples/models/dynamic_identity.onnx --backend trt --backend onnxrt --input-shapes X:[2,2,4,4] \
     --trt-min-shapes X:[1,2,1,1] --trt-opt-shapes X:[2,2,4,4] --trt-max-shapes X:[4,2,8,8] \
     --load-timing-cache "$work/timing.cache"

@@ -91,6 +91,21 @@ def test_the_registry_validates_what_plugins_add(name, target, message):
             registry.add(name, target)
 
 
+@pytest.mark.parametrize("formats", [("engine",), (".Engine",), (".onnx",), (".eng ine",), (3,)])
+def test_model_formats_must_be_lower_case_suffixes_other_than_onnx(formats):
+    registry = BackendRegistry()
+    with pytest.raises(PluginError, match="must be a lower-case file suffix"):
+        registry.add("ok", "a.b:C", model_formats=formats)
+
+
+def test_model_formats_are_kept_as_given():
+    registry = BackendRegistry()
+    registry.add("ok", "a.b:C", model_formats=".engine")
+    registry.add("ok2", "a.b:C", model_formats=(".engine", ".plan"))
+    assert registry.get("ok").model_formats == (".engine",)
+    assert registry.get("ok2").model_formats == (".engine", ".plan")
+
+
 def test_settings_combine_p_arguments_with_the_environment():
     settings = PluginSettings.from_cli(["b", "no:onnxref"], {"CMPX_PLUGINS": "a, b", "CMPX_DISABLE_PLUGIN_AUTOLOAD": "1"})
     assert settings == PluginSettings(autoload=False, extra=("a", "b"), blocked=("onnxref",))

@@ -115,3 +115,63 @@ def test_trt_mark_all_finds_layers(run_cli, models):
                      "--atol", "1e-3", "--rtol", "1e-3")
     assert result.exit_code == 0, result.output
     assert "PASSED  mm1:" in result.output
+
+
+def test_a_prebuilt_engine_refuses_build_options_by_name():
+    from cmpx_trt.engines import EngineOptionError, check_engine_options
+
+    check_engine_options({"min_shapes": (), "tf32": "off", "save_engine": None, "plugins": ("lib.so",)})
+    with pytest.raises(EngineOptionError, match=r"--trt-min-shapes, --save-engine, --tf32 apply when TensorRT builds"):
+        check_engine_options({"min_shapes": ("X:[1]",), "save_engine": "out.engine", "tf32": "on"})
+
+
+def test_engine_data_types_map_to_numpy_names():
+    from types import SimpleNamespace
+
+    from cmpx.dtypes import numpy_dtype
+    from cmpx_trt.engines import TRT_TO_NUMPY, numpy_name
+
+    assert numpy_name(SimpleNamespace(name="HALF")) == "float16"
+    assert numpy_name("DataType.BF16") == "bfloat16"
+    assert all(numpy_dtype(name).itemsize >= 1 for name in TRT_TO_NUMPY.values() if name != "int4")
+    with pytest.raises(TypeError, match="FP4 has no numpy equivalent"):
+        numpy_name(SimpleNamespace(name="FP4"))
+
+
+def test_engine_profiles_are_read_per_input_and_index():
+    from cmpx_trt.engines import engine_profiles
+
+    bounds = {("X", 0): [(1, 3), (2, 3), (4, 3)], ("X", 1): [(5, 3), (8, 3), (16, 3)]}
+    profiles = engine_profiles(["X"], 2, lambda name, k: bounds[(name, k)])
+    assert profile_for(profiles, {"X": (3, 3)}) == 0 and profile_for(profiles, {"X": (9, 3)}) == 1
+    assert profiles[1].shapes["X"] == ((5, 3), (8, 3), (16, 3))
+
+
+def test_engine_files_are_a_trt_model_format_and_refuse_other_backends(run_cli, tmp_path):
+    engine = tmp_path / "model.engine"
+    engine.write_bytes(b"not really an engine")
+    result = run_cli("run", engine, "--backend", "trt", "--backend", "onnxrt")
+    assert result.exit_code == 2
+    assert "is a .engine model, which only trt can load, not onnxrt" in result.output
+
+
+@pytest.mark.skipif(cuda_problem() is None, reason="this machine has a CUDA device")
+def test_without_a_gpu_an_engine_model_fails_to_load_with_the_reason(run_cli, tmp_path):
+    engine = tmp_path / "model.engine"
+    engine.write_bytes(b"\0" * 64)
+    result = run_cli("run", engine, "--backend", "trt", "--backend", "trt")
+    assert result.exit_code == 3
+    assert "trt failed during load: cmpx_trt.backend.TrtUnavailable: " in result.output
+
+
+@pytest.mark.gpu
+def test_trt_runs_a_saved_engine_against_saved_onnx_runtime_outputs(run_cli, tmp_path):
+    engine, saved = tmp_path / "identity.engine", tmp_path / "onnx-run"
+    built = run_cli("run", "examples/models/dynamic_identity.onnx", "--backend", "trt", "--backend", "onnxrt",
+                    "--input-shapes", "X:[2,2,4,4]", "--trt-min-shapes", "X:[1,2,1,1]", "--trt-opt-shapes",
+                    "X:[2,2,4,4]", "--trt-max-shapes", "X:[4,2,8,8]", "--save-engine", engine,
+                    "--save-outputs", saved)
+    assert built.exit_code == 0, built.output
+    result = run_cli("run", engine, "--backend", "trt", "--input-shapes", "X:[2,2,4,4]", "--load-outputs", saved)
+    assert result.exit_code == 0, result.output
+    assert "trt vs trt@onnx-run" in result.output

@@ -12,6 +12,8 @@ from typing import Any
 import numpy as np
 
 import cmpx
+from cmpx.dtypes import numpy_dtype
+from cmpx_trt.engines import check_engine_options, engine_profiles, is_engine, numpy_name
 from cmpx_trt.layers import LayerOutput, select_outputs
 from cmpx_trt.probe import cuda_problem
 from cmpx_trt.profiles import build_profiles, profile_for
@@ -46,7 +48,8 @@ class TrtBackend(cmpx.Backend):
         trt.init_libnvinfer_plugins(self.logger, "")
         for library in self.options.get("plugins") or ():
             trt.get_plugin_registry().load_library(library)
-        if model_path.endswith((".engine", ".plan")):
+        if is_engine(model_path):
+            check_engine_options(self.options)
             with open(model_path, "rb") as f:
                 serialized = f.read()
         else:
@@ -59,8 +62,19 @@ class TrtBackend(cmpx.Backend):
         self.names = [self.engine.get_tensor_name(i) for i in range(self.engine.num_io_tensors)]
         self.inputs = [n for n in self.names if self.engine.get_tensor_mode(n) == trt.TensorIOMode.INPUT]
         self.outputs = [n for n in self.names if n not in self.inputs]
+        if is_engine(model_path) and any(d < 0 for n in self.inputs for d in self.engine.get_tensor_shape(n)):
+            self.profiles = engine_profiles(self.inputs, self.engine.num_optimization_profiles,
+                                            lambda name, k: self.engine.get_tensor_profile_shape(name, k))
         self.device_buffers: dict[str, Any] = {}
         self.pinned: dict[tuple[int, int], Any] = {}
+
+    def describe(self) -> tuple[list[cmpx.TensorSpec], list[cmpx.TensorSpec]]:
+        """A prebuilt engine's inputs and outputs; dynamic dimensions (-1) are None."""
+        def spec(name: str) -> cmpx.TensorSpec:
+            shape = tuple(int(d) if d >= 0 else None for d in self.engine.get_tensor_shape(name))
+            return cmpx.TensorSpec(name, numpy_name(self.engine.get_tensor_dtype(name)), shape)
+
+        return [spec(name) for name in self.inputs], [spec(name) for name in self.outputs]
 
     def _build(self, model_path: str) -> bytes:
         trt = self.trt
@@ -145,7 +159,7 @@ class TrtBackend(cmpx.Backend):
         config.set_timing_cache(config.create_timing_cache(data), ignore_mismatch=False)
 
     def infer_into(self, feeds: dict[str, np.ndarray], allocate) -> dict[str, np.ndarray]:
-        trt, cuda = self.trt, self.cuda
+        cuda = self.cuda
         if getattr(self, "profiles", None):
             index = profile_for(self.profiles, {n: tuple(a.shape) for n, a in feeds.items()})
             self.context.set_optimization_profile_async(index, self.stream.handle)
@@ -158,7 +172,7 @@ class TrtBackend(cmpx.Backend):
         results = {}
         for name in self.outputs:
             shape = tuple(self.context.get_tensor_shape(name))
-            dtype = np.dtype(trt.nptype(self.engine.get_tensor_dtype(name)))
+            dtype = numpy_dtype(numpy_name(self.engine.get_tensor_dtype(name)))
             host = allocate(name, dtype, shape)  # shared memory the coordinator reads: no extra host copy
             device = self._device_buffer(name, host.nbytes)
             self.context.set_tensor_address(name, int(device))

@@ -29,6 +29,7 @@ def describe() -> str:
 def register_backends(registry):
     registry.add(
         "trt", "cmpx_trt.backend:TrtBackend", description=describe(), supports_marking=True,
+        model_formats=(".engine", ".plan"),
         options=[
             BackendOption("min_shapes", multiple=True, help="profile minimum shapes NAME:[D0,...]; the k-th shape "
                           "given for an input belongs to profile k"),

@@ -15,7 +15,9 @@ def show_plugins(plugins: PluginSet) -> None:
         if not len(registry):
             click.echo("  (none)")
         for item in registry:
-            click.echo(f"  {item.name:<12} {item.description}  [plugin {item.provenance}]")
+            formats = getattr(item, "model_formats", ())
+            loads = f"; also loads {', '.join(formats)} models" if formats else ""
+            click.echo(f"  {item.name:<12} {item.description}{loads}  [plugin {item.provenance}]")
     if plugins.failures:
         click.echo("Failed plugins:")
         for failure in plugins.failures:

@@ -235,7 +235,13 @@ def _run(plugins: PluginSet, values: dict[str, Any]) -> int:
     scratch = tempfile.mkdtemp(prefix="cmpx-transformed-")
     ctx.call_on_close(lambda: shutil.rmtree(scratch, ignore_errors=True))
     try:
-        plan, feeds = build_plan(checked, warn=lambda m: click.echo(f"warning: {m}", err=True), scratch=scratch)
+        described = None
+        if checked.model_format is not None:  # a model in its backends' own format: the first one describes it
+            from cmpx.describing import describe_model
+
+            described = describe_model(workers, checked)
+        plan, feeds = build_plan(checked, warn=lambda m: click.echo(f"warning: {m}", err=True), scratch=scratch,
+                                 described=described)
         from cmpx.execution import RunInterrupted, execute
         from cmpx.report import TextReporter, exit_code
         from cmpx.terminal import Progress, colour_wanted

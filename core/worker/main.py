@@ -55,6 +55,7 @@ class _State:
 
     def __init__(self) -> None:
         self.backend: Backend | None = None
+        self.loaded: tuple[str, float] | None = None  # (what was loaded, seconds it took), after a describe
         self.prepared_for: tuple[Any, ...] | None = None
         self.prepared: type[Backend] | Exception | None = None
         self.mappings = shm.MappingCache(MAPPING_BUDGET, writable=True)
@@ -85,7 +86,15 @@ def _handle(state: _State, message: dict[str, Any]) -> dict[str, Any]:
     op, request_id = message["op"], message.get("id")
     started = time.perf_counter()
     try:
+        if op == "describe":  # load now, say what the model takes and returns, and keep it for the load request
+            state.backend = _load(state.backend_class(message), message)
+            state.loaded = (_load_key(message), time.perf_counter() - started)
+            inputs, outputs = state.backend.describe()
+            return {"op": "described", "id": request_id, "inputs": _described(inputs, "input"),
+                    "outputs": _described(outputs, "output"), "seconds": state.loaded[1]}
         if op == "load":
+            if state.loaded is not None and state.loaded[0] == _load_key(message):
+                return {"op": "ready", "id": request_id, "seconds": state.loaded[1]}
             state.backend = _load(state.backend_class(message), message)
             return {"op": "ready", "id": request_id, "seconds": time.perf_counter() - started}
         if op == "infer":
@@ -132,6 +141,32 @@ def _load(backend_class: type[Backend], message: dict[str, Any]) -> Backend:
     backend.marked = list(message.get("mark") or ())
     backend.load(message["model"])
     return backend
+
+
+def _load_key(message: dict[str, Any]) -> str:
+    return json.dumps([message["backend"], message.get("options"), message["model"], message.get("mark")],
+                      sort_keys=True)
+
+
+def _described(specs: Any, kind: str) -> list[list[Any]]:
+    """The backend's TensorSpecs as msgpack-able [name, dtype, shape]; anything malformed is the backend's error."""
+    from cmpx.dtypes import numpy_dtype
+    from cmpx.model import TensorSpec
+
+    described = []
+    for spec in specs:
+        if not isinstance(spec, TensorSpec) or not isinstance(spec.name, str):
+            raise WorkerError(f"describe() must return cmpx.TensorSpec objects for the {kind}s, not {spec!r}")
+        try:
+            numpy_dtype(spec.dtype)
+        except (TypeError, AttributeError):
+            raise WorkerError(f"describe(): {kind} {spec.name!r} has dtype {spec.dtype!r}, which numpy does not "
+                              "know") from None
+        if spec.shape is not None and not all(d is None or isinstance(d, (int, str)) for d in spec.shape):
+            raise WorkerError(f"describe(): {kind} {spec.name!r} has shape {spec.shape!r}; dimensions are "
+                              "ints, names or None")
+        described.append([spec.name, spec.dtype, None if spec.shape is None else list(spec.shape)])
+    return described
 
 
 def _settings_kwargs(settings: PluginSettings) -> dict[str, Any]:

@@ -30,6 +30,16 @@ class OpenvinoBackend(cmpx.Backend):
         self.request = self.compiled.create_infer_request()
         self.output_names = [output.get_any_name() for output in self.compiled.outputs]
 
+    def describe(self) -> tuple[list[cmpx.TensorSpec], list[cmpx.TensorSpec]]:
+        """An OpenVINO IR (.xml) model's inputs and outputs; dynamic dimensions are None."""
+        return [_spec(port) for port in self.compiled.inputs], [_spec(port) for port in self.compiled.outputs]
+
     def infer(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         results = self.request.infer(feeds)
         return {name: np.asarray(results[output]) for name, output in zip(self.output_names, self.compiled.outputs)}
+
+
+def _spec(port) -> cmpx.TensorSpec:
+    shape = port.get_partial_shape()
+    dims = tuple(d.get_length() if d.is_static else None for d in shape) if shape.rank.is_static else None
+    return cmpx.TensorSpec(port.get_any_name(), port.get_element_type().to_dtype().name, dims)

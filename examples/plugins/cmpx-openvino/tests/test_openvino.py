@@ -49,3 +49,31 @@ def test_an_unsupported_precision_is_a_clear_load_error(cmpx_cli):
                       "--backend", "onnxrt")
     assert result.exit_code == 3
     assert "PrecisionUnsupported: CPU has no FP16 support" in result.output
+
+
+@pytest.fixture
+def ir_model(tmp_path):
+    """conv.onnx converted to OpenVINO IR (conv.xml + conv.bin), weights kept in float32."""
+    import openvino
+
+    path = tmp_path / "conv.xml"
+    openvino.save_model(openvino.convert_model(str(EXAMPLES / "conv.onnx")), str(path), compress_to_fp16=False)
+    return path
+
+
+def test_an_ir_model_is_described_by_openvino_and_matches_the_onnx_run(cmpx_cli, tmp_path, ir_model):
+    saved = tmp_path / "onnx-run"
+    onnx_run = cmpx_cli("run", EXAMPLES / "conv.onnx", "--backend", "onnxrt", "--backend", "onnxref",
+                        "--save-outputs", saved)
+    assert onnx_run.exit_code == 0, onnx_run.output
+    result = cmpx_cli("run", ir_model, "--backend", "openvino", "--load-outputs", saved, "--atol", "1e-5",
+                      "--rtol", "1e-4")
+    assert result.exit_code == 0, result.output
+    assert "openvino vs onnxrt@onnx-run" in result.output
+    assert "PASSED  Y" in result.output and "PASSED  Z" in result.output
+
+
+def test_an_ir_model_cannot_run_on_onnx_runtime(cmpx_cli, ir_model):
+    result = cmpx_cli("run", ir_model, "--backend", "openvino", "--backend", "onnxrt")
+    assert result.exit_code == 2
+    assert "is a .xml model, which only openvino can load, not onnxrt" in result.output
