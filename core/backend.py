@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -22,6 +22,10 @@ class Backend:
     def __init__(self, options: Mapping[str, Any] | None = None):
         self.options: dict[str, Any] = dict(options or {})
         self.marked: Sequence[str] = ()
+        # Call self.progress("building engine 3/7") during a long load or inference: the text shows on the
+        # terminal's status line next to the backend's name (cheap to call often: the worker sends at most
+        # ten updates a second).
+        self.progress: Callable[[str], None] = lambda text: None
 
     def load(self, model_path: str) -> None:
         """Load (and build, compile...) the model at ``model_path``; called once before any inference."""

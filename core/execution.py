@@ -187,7 +187,7 @@ def _start_and_load(run: _Run) -> None:
 
 
 def _progress(run: _Run, phase: str):
-    return lambda pending, elapsed: run.reporter.waiting(phase, pending, elapsed)
+    return lambda pending, elapsed, status: run.reporter.waiting(phase, pending, elapsed, status)
 
 
 def _close_workers(run: _Run) -> None:

@@ -5,7 +5,8 @@ Tensors never travel in frames, only their descriptors (segment, offset, dtype, 
 
 Coordinator -> worker ops: ``setup`` (first; no reply), ``describe`` (load a model in the backend's own format
 and say its inputs and outputs), ``load``, ``infer``, ``close``.
-Worker -> coordinator ops: ``hello`` (on start), ``described``, ``ready`` (after load), ``result`` (after infer),
+Worker -> coordinator ops: ``hello`` (on start), ``progress`` (a status text, any time; no reply), ``described``,
+``ready`` (after load), ``result`` (after infer),
 ``error`` (an exception: type, message, traceback), ``bye`` (after close).
 """
 
@@ -24,7 +25,7 @@ HEADER = struct.Struct(">I")
 MAX_FRAME = 16 * 1024 * 1024
 
 TO_WORKER = frozenset({"setup", "describe", "load", "infer", "close"})
-FROM_WORKER = frozenset({"hello", "described", "ready", "result", "error", "bye"})
+FROM_WORKER = frozenset({"hello", "progress", "described", "ready", "result", "error", "bye"})
 
 
 def encode(message: dict[str, Any]) -> bytes:

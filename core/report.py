@@ -67,8 +67,11 @@ class TextReporter:
         self.marking = plan.graph is not None
         self.show_unmatched = plan.show_unmatched
 
-    def waiting(self, phase: str, pending: list[str], elapsed: float) -> None:
-        self.progress.update(phase, pending, elapsed)
+    def waiting(self, phase: str, pending: list[str], elapsed: float, status: dict[str, str] | None = None) -> None:
+        """Backends still busy in ``phase``; ``status``: what some of them said they are doing."""
+        status = status or {}
+        self.progress.update(phase, [f"{name} ({status[name]})" if status.get(name) else name for name in pending],
+                             elapsed)
 
     def warning(self, message: str) -> None:
         self.say(f"warning: {message}", "warning")

@@ -43,6 +43,7 @@ class Worker:
     env: dict[str, str] | None = None  # the environment it was started with (None: the coordinator's)
     decoder: protocol.FrameDecoder = field(default_factory=protocol.FrameDecoder)
     inbox: list[dict[str, Any]] = field(default_factory=list)
+    status: str = ""  # the backend's latest progress text while a request is pending
     failure: BackendError | None = None
     eof: bool = False  # the worker closed its end of the pipe
     exited: bool = False  # its process descriptor reported the exit
@@ -145,12 +146,14 @@ def send(worker: Worker, message: dict[str, Any], phase: str) -> None:
 
 def wait_replies(workers: Iterable[Worker], expect: str, phase: str, timeout: float | Mapping[str, float],
                  request_ids: dict[str, int] | None = None,
-                 on_wait: Callable[[list[str], float], None] | None = None) -> dict[str, dict[str, Any] | BackendError]:
+                 on_wait: Callable[[list[str], float, dict[str, str]], None] | None = None,
+                 ) -> dict[str, dict[str, Any] | BackendError]:
     """Wait until each worker answers with op ``expect`` (or fails); return name -> message or error.
 
     ``timeout`` is in seconds, for all workers or per worker name. A worker that dies, sends an ``error``,
     breaks the protocol or misses its deadline gets a BackendError (and is stopped); the others are still
-    waited for. ``on_wait(pending names, seconds elapsed)`` is called about every 0.25 s while waiting (progress).
+    waited for. ``on_wait(pending names, seconds elapsed, {name: the backend's progress text})`` is called about
+    every 0.25 s while waiting, and whenever a backend reports progress.
     """
     workers = list(workers)
     pending = {w.name: w for w in workers if w.alive}
@@ -170,6 +173,7 @@ def wait_replies(workers: Iterable[Worker], expect: str, phase: str, timeout: fl
                     _fail_dead(worker, phase)
                 if reply is not None or worker.failure is not None:
                     results[name] = reply if reply is not None else worker.failure
+                    worker.status = ""
                     _unregister(selector, pending.pop(name))
             if not pending:
                 break
@@ -183,7 +187,7 @@ def wait_replies(workers: Iterable[Worker], expect: str, phase: str, timeout: fl
                 break
             remaining = min(started + limits[name] for name in pending) - now
             if on_wait is not None:
-                on_wait(sorted(pending), now - started)
+                on_wait(sorted(pending), now - started, {n: w.status for n, w in pending.items() if w.status})
                 remaining = min(remaining, PROGRESS_TICK_SECONDS)
             for key, _ in selector.select(max(remaining, 0)):
                 worker, kind = key.data
@@ -234,7 +238,11 @@ def _read_available(worker: Worker, phase: str) -> None:
             worker.eof = True
             return
         try:
-            worker.inbox.extend(worker.decoder.feed(data))
+            for message in worker.decoder.feed(data):
+                if message["op"] == "progress":
+                    worker.status = str(message.get("text", ""))
+                else:
+                    worker.inbox.append(message)
         except ProtocolError as exc:
             stop(worker)
             worker.failure = BackendError(worker.name, phase, f"protocol error: {exc}")

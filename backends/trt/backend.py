@@ -13,6 +13,7 @@ import numpy as np
 
 import cmpx
 from cmpx.dtypes import numpy_dtype
+from cmpx_trt.build_progress import BuildPhases
 from cmpx_trt.engines import check_engine_options, engine_profiles, is_engine, numpy_name
 from cmpx_trt.layers import LayerOutput, select_outputs
 from cmpx_trt.probe import cuda_problem
@@ -54,6 +55,7 @@ class TrtBackend(cmpx.Backend):
                 serialized = f.read()
         else:
             serialized = self._build(model_path)
+        self.progress("deserializing the engine")
         self.engine = trt.Runtime(self.logger).deserialize_cuda_engine(serialized)
         if self.engine is None:
             raise RuntimeError(f"TensorRT could not deserialize the engine of {model_path}")
@@ -85,6 +87,7 @@ class TrtBackend(cmpx.Backend):
             flags |= 1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED)
         network = builder.create_network(flags)
         parser = trt.OnnxParser(network, self.logger)
+        self.progress("parsing the ONNX model")
         if not parser.parse_from_file(model_path):
             errors = [parser.get_error(i) for i in range(parser.num_errors)]
             raise RuntimeError("TensorRT's ONNX parser failed: " + "; ".join(
@@ -100,6 +103,9 @@ class TrtBackend(cmpx.Backend):
             config.builder_optimization_level = level
         self._add_profiles(builder, network, config)
         self._timing_cache(config)
+        monitor = _progress_monitor(trt, self.progress)
+        if monitor is not None:
+            config.progress_monitor = monitor  # must outlive the build: kept in this frame until it returns
         serialized = builder.build_serialized_network(network, config)
         if serialized is None:
             raise RuntimeError("TensorRT could not build an engine (see the worker's log above)")
@@ -213,3 +219,25 @@ class TrtBackend(cmpx.Backend):
         self.context = self.engine = None
 
 
+def _progress_monitor(trt, report):
+    """A trt.IProgressMonitor sending the build's phases to ``report`` (Backend.progress); None where this
+    TensorRT has no progress monitor."""
+    if not hasattr(trt, "IProgressMonitor"):
+        return None
+
+    class Monitor(trt.IProgressMonitor):
+        def __init__(self) -> None:
+            trt.IProgressMonitor.__init__(self)
+            self.phases = BuildPhases()
+
+        def phase_start(self, phase_name, parent_phase, num_steps):
+            report("building: " + self.phases.start(phase_name, parent_phase, num_steps))
+
+        def step_complete(self, phase_name, step):
+            report("building: " + self.phases.step(phase_name, step))
+            return True  # False would cancel the build
+
+        def phase_finish(self, phase_name):
+            report("building: " + self.phases.finish(phase_name))
+
+    return Monitor()

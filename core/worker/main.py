@@ -6,6 +6,7 @@ import importlib
 import json
 import os
 import signal
+import threading
 import time
 import traceback
 from typing import Any
@@ -32,8 +33,9 @@ def main(argv: list[str]) -> int:
     fd_in, fd_out, parent_pid = (int(a) for a in argv[:3])
     die_with_parent(parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the coordinator decides when workers stop
-    state = _State()
-    protocol.write_frame(fd_out, {"op": "hello", "pid": os.getpid(), "protocol": protocol.PROTOCOL_VERSION})
+    outbox = _Outbox(fd_out)
+    state = _State(outbox)
+    outbox.send({"op": "hello", "pid": os.getpid(), "protocol": protocol.PROTOCOL_VERSION})
     while True:
         try:
             message = protocol.read_frame(fd_in)
@@ -45,15 +47,42 @@ def main(argv: list[str]) -> int:
             state.prepare(message)
             continue
         reply = _handle(state, message)
-        protocol.write_frame(fd_out, reply)
+        outbox.send(reply)
         if message["op"] == "close":
             return 0
+
+
+class _Outbox:
+    """Every frame the worker writes goes through here, one at a time: a backend may report progress from a
+    thread of its own while the main thread answers a request."""
+
+    PROGRESS_INTERVAL = 0.1
+
+    def __init__(self, fd_out: int):
+        self.fd_out = fd_out
+        self.lock = threading.Lock()
+        self.progress_at = 0.0
+
+    def send(self, message: dict[str, Any]) -> None:
+        with self.lock:
+            protocol.write_frame(self.fd_out, message)
+
+    def progress(self, text: str) -> None:
+        """``Backend.progress``: the backend's status text, sent at most every 0.1 s (more frequent updates are
+        dropped; the status line shows the latest that arrived)."""
+        now = time.monotonic()
+        with self.lock:
+            if now - self.progress_at < self.PROGRESS_INTERVAL:
+                return
+            self.progress_at = now
+            protocol.write_frame(self.fd_out, {"op": "progress", "text": str(text)[:200]})
 
 
 class _State:
     """The worker's backend, and what was prepared before the load request arrived."""
 
-    def __init__(self) -> None:
+    def __init__(self, outbox: _Outbox) -> None:
+        self.outbox = outbox
         self.backend: Backend | None = None
         self.loaded: tuple[str, float] | None = None  # (what was loaded, seconds it took), after a describe
         self.prepared_for: tuple[Any, ...] | None = None
@@ -87,7 +116,7 @@ def _handle(state: _State, message: dict[str, Any]) -> dict[str, Any]:
     started = time.perf_counter()
     try:
         if op == "describe":  # load now, say what the model takes and returns, and keep it for the load request
-            state.backend = _load(state.backend_class(message), message)
+            state.backend = _load(state.backend_class(message), message, state.outbox)
             state.loaded = (_load_key(message), time.perf_counter() - started)
             inputs, outputs = state.backend.describe()
             return {"op": "described", "id": request_id, "inputs": _described(inputs, "input"),
@@ -95,7 +124,7 @@ def _handle(state: _State, message: dict[str, Any]) -> dict[str, Any]:
         if op == "load":
             if state.loaded is not None and state.loaded[0] == _load_key(message):
                 return {"op": "ready", "id": request_id, "seconds": state.loaded[1]}
-            state.backend = _load(state.backend_class(message), message)
+            state.backend = _load(state.backend_class(message), message, state.outbox)
             return {"op": "ready", "id": request_id, "seconds": time.perf_counter() - started}
         if op == "infer":
             if state.backend is None:
@@ -136,9 +165,10 @@ def _import_backend(path: str) -> type[Backend]:
     return target
 
 
-def _load(backend_class: type[Backend], message: dict[str, Any]) -> Backend:
+def _load(backend_class: type[Backend], message: dict[str, Any], outbox: _Outbox) -> Backend:
     backend = backend_class(message.get("options") or {})
     backend.marked = list(message.get("mark") or ())
+    backend.progress = outbox.progress
     backend.load(message["model"])
     return backend
 

@@ -1,0 +1,66 @@
+"""Backends report what they are doing during a long load (Backend.progress); the coordinator shows it on the
+terminal's status line next to the backend's name."""
+
+import io
+import os
+from pathlib import Path
+
+from cmpx import supervisor
+from cmpx.plugins import PluginSettings
+from cmpx.report import TextReporter
+from cmpx.terminal import Progress
+from cmpx.testing.leaks import worker_processes
+from cmpx_trt.build_progress import BuildPhases
+
+EXAMPLE = str(Path(__file__).resolve().parent.parent / "examples" / "models" / "conv.onnx")
+
+
+def test_a_backends_progress_reaches_the_coordinator_while_it_waits():
+    settings = PluginSettings(extra=("cmpx_test_progress",))
+    worker = supervisor.start_worker("chatty", dict(os.environ), setup={
+        "backend": "chatty", "target": "cmpx_test_progress:Chatty", "plugins": settings.to_message()})
+    seen = []
+    try:
+        supervisor.send(worker, {"op": "load", "id": 1, "backend": "chatty", "options": {}, "model": EXAMPLE,
+                                 "mark": [], "plugins": settings.to_message()}, "load")
+        reply = supervisor.wait_replies([worker], "ready", "load", 60, {"chatty": 1},
+                                        on_wait=lambda pending, elapsed, status: seen.append(status.get("chatty")))
+        assert reply["chatty"]["op"] == "ready", reply
+        assert worker.status == ""  # cleared once the request is answered
+    finally:
+        supervisor.release(worker)
+    texts = [text for text in seen if text]
+    assert len(set(texts)) >= 3 and set(texts) <= {"step 1/4", "step 2/4", "step 3/4", "step 4/4"}
+    assert texts == sorted(texts)  # in the order the backend said them
+    assert worker_processes() == []
+
+
+class FakeTerminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_the_status_line_shows_each_backends_progress_next_to_its_name():
+    terminal = FakeTerminal()
+    reporter = TextReporter(lambda *a, **k: None, progress=Progress.for_terminal(terminal))
+    reporter.waiting("loading", ["onnxrt", "trt"], 42.0, {"trt": "building: Building engine 2/4"})
+    assert "loading: onnxrt, trt (building: Building engine 2/4) 42.0 s" in terminal.getvalue()
+
+
+def test_a_run_with_a_chatty_backend_passes_and_the_status_never_reaches_a_pipe(run_cli):
+    result = run_cli("run", EXAMPLE, "--backend", "chatty", "--backend", "onnxrt", "-p", "cmpx_test_progress")
+    assert result.exit_code == 0, result.output
+    assert "step" not in result.output
+
+
+def test_tensorrt_build_phases_become_one_line():
+    phases = BuildPhases()
+    assert phases.start("Building engine", None, 4) == "Building engine 0/4"
+    assert phases.step("Building engine", 0) == "Building engine 1/4"
+    assert phases.start("Tactic selection", "Building engine", 120) == "Building engine 1/4 > Tactic selection 0/120"
+    assert phases.step("Tactic selection", 36) == "Building engine 1/4 > Tactic selection 37/120"
+    assert phases.finish("Tactic selection") == "Building engine 1/4"
+    assert phases.start("Tactic selection", "Building engine", 5) == "Building engine 1/4 > Tactic selection 0/5"
+    assert phases.step("unknown phase", 3) == "Building engine 1/4 > Tactic selection 0/5"
+    phases.finish("Tactic selection")
+    assert phases.finish("Building engine") == ""
