@@ -324,6 +324,8 @@ def _read_model(request: RunRequest, specs: Sequence[BackendSpec]) -> ModelInfo 
 
 
 def _saved_backends(request: RunRequest, model: ModelInfo | None) -> list[SavedBackend]:
+    if not request.load_outputs:
+        return []
     from cmpx.saved.opening import open_saved
 
     fallback = [spec.name for spec in model.outputs] if model else ()
