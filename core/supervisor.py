@@ -40,7 +40,6 @@ class Worker:
     from_worker: int
     log: Any  # the temporary file holding the worker's stdout and stderr
     pidfd: int | None
-    env: dict[str, str] | None = None  # the environment it was started with (None: the coordinator's)
     decoder: protocol.FrameDecoder = field(default_factory=protocol.FrameDecoder)
     inbox: list[dict[str, Any]] = field(default_factory=list)
     status: str = ""  # the backend's latest progress text while a request is pending
@@ -94,7 +93,7 @@ def spawn_worker(env: dict[str, str] | None = None) -> Worker:
             pidfd = os.pidfd_open(process.pid)
         except OSError:
             pidfd = None
-    return Worker("", process, parent_out, parent_in, log, pidfd, env=env)
+    return Worker("", process, parent_out, parent_in, log, pidfd)
 
 
 def assign(worker: Worker, name: str, setup: dict[str, Any]) -> Worker:
@@ -105,9 +104,9 @@ def assign(worker: Worker, name: str, setup: dict[str, Any]) -> Worker:
     return worker
 
 
-def start_worker(name: str, env: dict[str, str] | None = None, setup: dict[str, Any] | None = None) -> Worker:
-    """Spawn a worker and assign it to backend ``name``."""
-    return assign(spawn_worker(env), name, setup or {"backend": name, "plugins": {}})
+def start_worker(name: str, env: dict[str, str] | None, setup: dict[str, Any]) -> Worker:
+    """Spawn a worker and assign it to backend ``name`` (``setup`` as for ``assign``)."""
+    return assign(spawn_worker(env), name, setup)
 
 
 class SpareWorkers:

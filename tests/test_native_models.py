@@ -59,6 +59,13 @@ def test_a_native_model_that_differs_from_the_onnx_outputs_fails(run_cli, tmp_pa
     assert "FAILED  Y" in result.output and "PASSED  Z" in result.output
 
 
+def test_numpy_integer_dimensions_are_accepted(run_cli, tmp_path):
+    result = run_cli("run", toy_model(tmp_path / "m.toy"), "--backend", "toy", "--backend", "toy",
+                     "--toy-describe", "numpy-dims", *TOY)
+    assert result.exit_code == 0, result.output
+    assert "PASSED  Y" in result.output
+
+
 def test_dynamic_dimensions_of_a_described_model_take_input_shapes(run_cli, tmp_path):
     model = toy_model(tmp_path / "m.toy", shape=("N", 3))
     result = run_cli("run", model, "--backend", "toy", "--backend", "toy", "--input-shapes", "X:[5,3]",
@@ -92,6 +99,7 @@ def test_what_a_native_model_cannot_do_is_refused_with_exit_2(run_cli, tmp_path,
     ("toy", None, ("--toy-describe", "wrong-dtype"), "toy failed during load: cmpx.worker.main.WorkerError: "
                                                        "describe(): input 'X' has dtype 'float99'"),
     ("toy", None, ("--toy-describe", "not-specs"), "describe() must return cmpx.TensorSpec objects"),
+    ("toy", None, ("--toy-describe", "bad-shape"), "describe(): input 'X' has shape (1.5,); dimensions are integers"),
     ("toy-nodescribe", None, (), "Described does not implement describe()"),
 ])
 def test_a_backend_that_cannot_describe_the_model_fails_the_run_with_exit_3(run_cli, tmp_path, backend, content,

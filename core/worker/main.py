@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import operator
 import os
 import signal
 import threading
@@ -192,11 +193,16 @@ def _described(specs: Any, kind: str) -> list[list[Any]]:
         except (TypeError, AttributeError):
             raise WorkerError(f"describe(): {kind} {spec.name!r} has dtype {spec.dtype!r}, which numpy does not "
                               "know") from None
-        if spec.shape is not None and not all(d is None or isinstance(d, (int, str)) for d in spec.shape):
-            raise WorkerError(f"describe(): {kind} {spec.name!r} has shape {spec.shape!r}; dimensions are "
-                              "ints, names or None")
-        described.append([spec.name, spec.dtype, None if spec.shape is None else list(spec.shape)])
+        described.append([spec.name, spec.dtype, None if spec.shape is None else _dims(spec, kind)])
     return described
+
+
+def _dims(spec: Any, kind: str) -> list[int | str | None]:
+    try:
+        return [d if d is None or isinstance(d, str) else operator.index(d) for d in spec.shape]
+    except TypeError:
+        raise WorkerError(f"describe(): {kind} {spec.name!r} has shape {spec.shape!r}; dimensions are integers, "
+                          "names or None") from None
 
 
 def _settings_kwargs(settings: PluginSettings) -> dict[str, Any]:

@@ -18,6 +18,13 @@ class ToyBackend(cmpx.Backend):
     def describe(self):
         if self.options.get("describe") == "wrong-dtype":
             return [cmpx.TensorSpec("X", "float99", (1,))], [cmpx.TensorSpec("Y", "float32", (1,))]
+        if self.options.get("describe") == "bad-shape":
+            return [cmpx.TensorSpec("X", "float32", (1.5,))], [cmpx.TensorSpec("Y", "float32", (1,))]
+        if self.options.get("describe") == "numpy-dims":  # numpy integers are integers too
+            import numpy as np
+
+            shape = tuple(np.int64(d) for d in self.model["inputs"][0]["shape"])
+            return [cmpx.TensorSpec("X", "float32", shape)], [cmpx.TensorSpec("Y", "float32", None)]
         if self.options.get("describe") == "not-specs":
             return [("X", "float32", (1,))], []
         inputs = [cmpx.TensorSpec(i["name"], i["dtype"], None if i["shape"] is None else tuple(i["shape"]))
@@ -43,5 +50,5 @@ class Described(cmpx.Backend):
 def register_backends(registry):
     registry.add("toy", "cmpx_test_toyformat:ToyBackend", model_formats=(".toy",), options=[
         cmpx.BackendOption("load_log", help="append a line to this file on every load"),
-        cmpx.BackendOption("describe", help="misbehave in describe(): wrong-dtype or not-specs")])
+        cmpx.BackendOption("describe", help="describe() variants: wrong-dtype, bad-shape, not-specs, numpy-dims")])
     registry.add("toy-nodescribe", "cmpx_test_toyformat:Described", model_formats=(".toy",))
