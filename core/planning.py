@@ -57,7 +57,7 @@ class RunRequest:
     onnx_exclude_outputs: Sequence[str] = ()
     mark_all: bool = False
     show_unmatched: bool = False
-    precision_flag: str | None = None  # --fp16/--bf16/--int8: the transform for TensorRT backends
+    precision_flag: str | None = None  # --fp16/--bf16/--int8/--fp8: the transform for TensorRT backends
     keep_fp32: Sequence[str] = ()
     calibration_iterations: int = 8
     calibration_cache: str | None = None
@@ -238,7 +238,7 @@ def _marking(request: RunRequest, model: ModelInfo | None, has_saved: bool) -> t
 
 
 def _backend_words(request: RunRequest, plugins: PluginSet) -> list[tuple[str, str | None]]:
-    """(backend, transform) for every --backend NAME[:TRANSFORM]; --fp16/--bf16/--int8 give TensorRT backends
+    """(backend, transform) for every --backend NAME[:TRANSFORM]; --fp16/--bf16/--int8/--fp8 give TensorRT backends
     their transform, as Polygraphy users expect."""
     words = []
     for word in request.backends:

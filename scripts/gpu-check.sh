@@ -17,6 +17,7 @@ trap 'rm -rf "$work"' EXIT
 cmpx run examples/models/conv.onnx --backend trt --backend onnxrt --atol 1e-3 --rtol 1e-3
 cmpx run examples/models/conv.onnx --backend trt --fp16 --backend onnxrt --atol 1e-2 --rtol 1e-2
 cmpx run examples/models/conv.onnx --backend trt --int8 --backend onnxrt:int8 --atol 0.2 --rtol 0.2
+cmpx run examples/models/conv.onnx --backend trt --fp8 --backend onnxref:fp8 --atol 0.3 --rtol 0.3  # fp8: Hopper+
 cmpx run examples/models/dynamic_identity.onnx --backend trt --backend onnxrt --input-shapes X:[2,2,4,4] \
     --trt-min-shapes X:[1,2,1,1] --trt-opt-shapes X:[2,2,4,4] --trt-max-shapes X:[4,2,8,8] \
     --save-engine "$work/identity.engine" --save-timing-cache "$work/timing.cache" --save-outputs "$work/run"

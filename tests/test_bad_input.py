@@ -70,7 +70,7 @@ CASES = [
     # per-layer and precision
     (EXAMPLE, (*OK, "--onnx-outputs", "no_such_tensor"), "the model has no markable tensor 'no_such_tensor'"),
     (EXAMPLE, (*OK, "--onnx-outputs", "zz*"), "the pattern 'zz*' matches no tensor of the model"),
-    (EXAMPLE, ("--backend", "onnxrt:fp8", "--backend", "onnxref"), "unknown transform 'fp8'"),
+    (EXAMPLE, ("--backend", "onnxrt:fp4", "--backend", "onnxref"), "unknown transform 'fp4'"),
     # plugins and execution
     (EXAMPLE, (*OK, "-p", "cmpx_test_import_error"), "plugin 'cmpx_test_import_error' (from -p / CMPX_PLUGINS) "
                                                      "failed to load: ModuleNotFoundError"),

@@ -30,6 +30,31 @@ def test_fp16_and_int8_differ_by_plausible_amounts_and_pass_at_suited_tolerances
     assert "hint" not in fp16_ok.output
 
 
+def test_fp8_differs_by_more_than_int8_and_both_onnx_runtime_and_the_reference_run_it(run_cli):
+    result = run_cli("run", EXAMPLE, "--backend", "onnxref:fp8", "--backend", "onnxrt:int8", "--backend", "onnxrt",
+                     "--reference", "onnxrt")
+    assert result.exit_code == 1, result.output
+    fp8, int8 = worst_abs(result.output, "onnxref:fp8 vs onnxrt"), worst_abs(result.output, "onnxrt:int8 vs onnxrt")
+    assert 1e-3 < int8 < fp8 < 1.5  # E4M3 keeps 3 mantissa bits; outputs reach about 7 here
+    assert "hint: onnxref:fp8 runs the fp8 graph; tolerances around --atol 0.3 --rtol 0.3" in result.output
+    assert "histogram ..." not in result.output  # the calibrator's own progress prints are kept out of the report
+    # The same fp8 graph on ONNX Runtime, with its graph rewrites limited to the basic level, computes exactly
+    # what the reference evaluator computes (at its default level ONNX Runtime 1.32 loses the Relu: see README).
+    same = run_cli("run", EXAMPLE, "--backend", "onnxrt:fp8", "--onnxrt-optimization", "basic", "--backend",
+                   "onnxref:fp8", "--iterations", "2")
+    assert same.exit_code == 0, same.output
+
+
+def test_an_int8_calibration_cache_is_refused_for_fp8(run_cli, tmp_path):
+    cache = tmp_path / "ranges.json"
+    first = run_cli("run", EXAMPLE, "--backend", "onnxrt:int8", "--backend", "onnxrt", "--calibration-cache", cache,
+                    "--atol", "1", "--rtol", "1")
+    assert first.exit_code == 0, first.output
+    result = run_cli("run", EXAMPLE, "--backend", "onnxref:fp8", "--backend", "onnxrt", "--calibration-cache", cache)
+    assert result.exit_code == 2
+    assert "fp8: ONNX Runtime's quantizer failed" in result.output and "MinMax" in result.output
+
+
 def test_the_reference_evaluator_runs_fp16_and_bf16_graphs(run_cli):
     result = run_cli("run", EXAMPLE, "--backend", "onnxref:bf16", "--backend", "onnxref:fp16", "--backend", "onnxrt",
                      "--reference", "onnxrt", "--atol", "0.1", "--rtol", "0.1")
@@ -101,8 +126,10 @@ def test_per_layer_comparison_lines_up_a_transformed_graph(run_cli, models):
 
 
 @pytest.mark.parametrize("args, message", [
-    (("--backend", "onnxrt:fp8", "--backend", "onnxrt"), "--backend onnxrt:fp8: unknown transform 'fp8'; available: "
-                                                         "bf16, fp16, int8"),
+    (("--backend", "onnxrt:fp4", "--backend", "onnxrt"), "--backend onnxrt:fp4: unknown transform 'fp4'; available: "
+                                                         "bf16, fp16, fp8, int8"),
+    (("--backend", "onnxrt:fp8", "--backend", "onnxrt", "--onnxrt-optimization", "max"),
+     "'max' is not one of 'disable', 'basic', 'extended', 'all'"),
     (("--backend", "onnxrt", "--backend", "onnxref", "--fp16"), "--fp16 applies to TensorRT backends (--backend trt)"),
     (("--backend", "onnxrt:int8", "--backend", "onnxrt", "--calibration-iterations", "0"),
      "--calibration-iterations 0: use at least 1"),

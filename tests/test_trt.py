@@ -80,13 +80,14 @@ def test_tensorrt_options_are_offered_under_the_names_polygraphy_users_know(run_
     help_text = run_cli("run", "--help").output
     for flag in ("--trt-min-shapes", "--trt-opt-shapes", "--trt-max-shapes", "--trt-outputs",
                  "--trt-exclude-outputs", "--save-engine", "--load-timing-cache", "--save-timing-cache",
-                 "--builder-optimization-level", "--pool-limit", "--plugins", "--tf32", "--fp16", "--int8"):
+                 "--builder-optimization-level", "--pool-limit", "--plugins", "--tf32", "--fp16", "--int8", "--fp8"):
         assert flag in help_text, flag
 
 
-def test_fp16_flag_targets_the_trt_backend(run_cli):
-    result = run_cli("run", EXAMPLE, "--backend", "trt", "--backend", "onnxrt", "--fp16")
-    assert "trt:fp16" in result.output  # the graph transform reaches TensorRT as Polygraphy users expect
+@pytest.mark.parametrize("flag", ["--fp16", "--fp8"])
+def test_precision_flags_target_the_trt_backend(run_cli, flag):
+    result = run_cli("run", EXAMPLE, "--backend", "trt", "--backend", "onnxrt", flag)
+    assert f"trt:{flag[2:]}" in result.output  # the graph transform reaches TensorRT as Polygraphy users expect
 
 
 @pytest.mark.gpu

@@ -8,6 +8,10 @@ import onnxruntime
 from cmpx import Backend
 from cmpx_onnxrt.providers import resolve_providers
 
+OPTIMIZATION_LEVELS = {"disable": onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL,
+                       "basic": onnxruntime.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+                       "extended": onnxruntime.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+                       "all": onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL}
 EXTERNAL_DATA_FOLDER = "session.model_external_initializers_file_folder_path"
 ORT_TYPES = {
     "tensor(float)": np.float32, "tensor(double)": np.float64, "tensor(float16)": np.float16,
@@ -23,6 +27,8 @@ class OnnxrtBackend(Backend):
                                       onnxruntime.get_available_providers())
         options = onnxruntime.SessionOptions()
         options.log_severity_level = 3  # errors only; warnings go to the worker log
+        if self.options.get("optimization"):
+            options.graph_optimization_level = OPTIMIZATION_LEVELS[self.options["optimization"]]
         model: str | bytes = model_path
         if self.marked:  # expose intermediates: the graph in memory, its external weights read from their folder
             from cmpx.graph import exposed_model, model_directory

@@ -8,9 +8,15 @@ def register_backends(registry):
     registry.add(
         "onnxrt", "cmpx_onnxrt.backend:OnnxrtBackend",
         description="ONNX Runtime (CPU by default)",
-        options=[BackendOption(
-            "providers", multiple=True, default=("cpu",),
-            help="execution providers in priority order: short names (cpu, cuda, tensorrt, openvino, dml, "
-                 "coreml, rocm, migraphx) or full names such as CUDAExecutionProvider [default: cpu]")],
+        options=[
+            BackendOption(
+                "providers", multiple=True, default=("cpu",),
+                help="execution providers in priority order: short names (cpu, cuda, tensorrt, openvino, dml, "
+                     "coreml, rocm, migraphx) or full names such as CUDAExecutionProvider [default: cpu]"),
+            BackendOption(
+                "optimization", choices=("disable", "basic", "extended", "all"), default=None,
+                help="graph optimization level; lower it to find out whether a difference comes from ONNX Runtime's "
+                     "graph rewrites [default: all, ONNX Runtime's own default]"),
+        ],
         supports_marking=True,
     )

@@ -39,7 +39,7 @@ MULTI_VALUE = {
 }
 
 BACKENDS, DATA, COMPARISON, LAYERS, PRECISION, REPORTS, EXECUTION = "Backends", "Data", "Comparison", \
-    "Per-layer comparison", "Precision (--backend NAME:fp16|bf16|int8)", "Reports", "Execution and plugins"
+    "Per-layer comparison", "Precision (--backend NAME:fp16|bf16|int8|fp8)", "Reports", "Execution and plugins"
 
 RUN_HELP = """Run MODEL on every --backend with the same inputs and compare their outputs.
 
@@ -144,12 +144,14 @@ def build_run_command(plugins: PluginSet) -> click.Command:
                       help="run TensorRT backends on the bf16 graph"),
         GroupedOption(["--int8", "precision_flag"], flag_value="int8", group=PRECISION,
                       help="run TensorRT backends on the int8 Q/DQ graph"),
+        GroupedOption(["--fp8", "precision_flag"], flag_value="fp8", group=PRECISION,
+                      help="run TensorRT backends on the float8 (E4M3) Q/DQ graph"),
         GroupedOption(["--keep-fp32"], multiple=True, metavar="NODE|OP", group=PRECISION,
                       help="node names or op types the fp16/bf16 transforms leave in float32"),
         GroupedOption(["--calibration-iterations"], type=int, default=8, show_default=True, group=PRECISION,
-                      help="feeds of the run's data used to calibrate int8"),
+                      help="feeds of the run's data used to calibrate int8 and fp8"),
         GroupedOption(["--calibration-cache"], metavar="PATH", group=PRECISION,
-                      help="int8 calibrated ranges: read from PATH if it exists, written there otherwise"),
+                      help="int8/fp8 calibrated ranges: read from PATH if it exists, written there otherwise"),
         GroupedOption(["--save-transformed"], metavar="DIR", group=PRECISION,
                       help="keep the transformed models (MODEL.fp16.onnx...) in DIR"),
         GroupedOption(["--report-json"], metavar="PATH", group=REPORTS,

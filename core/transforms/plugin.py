@@ -17,9 +17,15 @@ def bf16(options):
 
 
 def int8(options):
-    from cmpx.transforms.int8 import StaticInt8
+    from cmpx.transforms.static_qdq import StaticQuantization
 
-    return StaticInt8(options)
+    return StaticQuantization(options, "int8")
+
+
+def fp8(options):
+    from cmpx.transforms.static_qdq import StaticQuantization
+
+    return StaticQuantization(options, "fp8")
 
 
 @hookimpl
@@ -29,3 +35,5 @@ def register_model_transforms(registry):
     registry.add("bf16", bf16, description="bfloat16 compute, like fp16 (for backends with bfloat16 kernels)")
     registry.add("int8", int8, description="static int8 Q/DQ quantization calibrated on the run's own data "
                                            "(--calibration-iterations, --calibration-cache)")
+    registry.add("fp8", fp8, description="static float8 (E4M3) Q/DQ quantization calibrated on the run's own "
+                                         "data, like int8")

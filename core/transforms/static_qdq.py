@@ -1,0 +1,98 @@
+"""int8 and fp8: static Q/DQ quantization (ONNX Runtime's quantizer), calibrated with the run's own data loader.
+
+Weights and activations are quantized per tensor, calibrated on ``--calibration-iterations`` feeds from the same
+data the run uses (synthetic, saved or script data). With ``--calibration-cache PATH`` the calibrated ranges are
+read from PATH when it exists (no calibration data is drawn then), and written there otherwise: a JSON file that
+records its calibration method, so an int8 cache is refused for fp8 and the other way round.
+
+- int8: signed 8-bit integers, MinMax calibration; Relu/Clip after a quantized op are folded into its Q/DQ pair
+  (the integer range clamps them).
+- fp8: float8 E4M3 (``float8_e4m3fn``, as TensorRT's fp8), the distribution calibration ONNX Runtime requires for
+  float types; the model is raised to opset 19 (float8 Q/DQ). Activations such as Relu are kept: a float8 range is
+  symmetric and would not clamp them (ONNX Runtime's quantizer folds them otherwise, which changes the model).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from cmpx.errors import UsageError
+from cmpx.transforms.options import TransformOptions
+from cmpx.transforms.saving import load_full, save_model
+
+QUANTIZED = ("QuantizeLinear", "DequantizeLinear")
+
+
+@dataclass(frozen=True)
+class QuantizationKind:
+    quant_type: str  # onnxruntime.quantization.QuantType member
+    calibration: str  # onnxruntime.quantization.CalibrationMethod member
+    suggested_tolerance: float
+    extra_options: dict[str, Any] = field(default_factory=dict)
+
+
+KINDS = {
+    "int8": QuantizationKind("QInt8", "MinMax", 1e-1),
+    "fp8": QuantizationKind("QFLOAT8E4M3FN", "Distribution", 3e-1, {"QDQKeepRemovableActivations": True}),
+}
+
+
+class StaticQuantization:
+    def __init__(self, options: TransformOptions, kind: str):
+        self.options = options
+        self.kind = kind
+        self.suggested_tolerance = KINDS[kind].suggested_tolerance
+        self.calibrated_from_cache = False
+
+    def apply(self, model_path: str, output_path: str, calibration: Callable[[int], Iterator[Any]]) -> None:
+        import logging
+        import os
+        import tempfile
+
+        from onnxruntime.quantization import CalibrationDataReader, CalibrationMethod, QuantFormat, QuantType, \
+            quantize_static
+
+        class Reader(CalibrationDataReader):
+            def __init__(self, feeds: Iterator[Any]):
+                self.feeds = feeds
+
+            def get_next(self):
+                return next(self.feeds, None)
+
+        kind = KINDS[self.kind]
+        cache = self.options.calibration_cache
+        self.calibrated_from_cache = bool(cache and os.path.isfile(cache))
+        reader = None if self.calibrated_from_cache else Reader(calibration(self.options.calibration_iterations))
+        model = load_full(model_path)
+        with tempfile.TemporaryDirectory(prefix=f"cmpx-{self.kind}-") as scratch:
+            source = os.path.join(scratch, "model.onnx")
+            save_model(model, source)
+            root = logging.getLogger()
+            level = root.level
+            root.setLevel(logging.ERROR)  # the quantizer's advice goes to the root logger; keep the report clean
+            try:
+                with contextlib.redirect_stdout(io.StringIO()):  # and its calibrators print their progress
+                    quantize_static(source, output_path, reader, quant_format=QuantFormat.QDQ,
+                                    activation_type=getattr(QuantType, kind.quant_type),
+                                    weight_type=getattr(QuantType, kind.quant_type),
+                                    calibrate_method=getattr(CalibrationMethod, kind.calibration),
+                                    extra_options=dict(kind.extra_options), calibration_cache_path=cache)
+            except (ValueError, RuntimeError, KeyError, TypeError) as exc:
+                raise UsageError(f"{self.kind}: ONNX Runtime's quantizer failed on {model_path}: {exc}") from exc
+            finally:
+                root.setLevel(level)
+        _check_quantized(self.kind, model, output_path)
+
+
+def _check_quantized(kind: str, original, output_path: str) -> None:
+    import onnx
+
+    quantized = onnx.load(output_path, load_external_data=False)
+    if not any(node.op_type in QUANTIZED for node in quantized.graph.node):
+        nodes = ", ".join(f"{node.name or '(unnamed)'} ({node.op_type})" for node in original.graph.node[:8])
+        raise UsageError(f"{kind}: no node of the model could be quantized (nodes: {nodes}); {kind} needs operators "
+                         "such as Conv, MatMul or Gemm")
