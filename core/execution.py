@@ -51,7 +51,8 @@ class Reporter(Protocol):
     def pair_compared(self, pair: PairResult) -> None: ...
     def non_finite(self, finding: NonFinite) -> None: ...
     def warning(self, message: str) -> None: ...
-    def waiting(self, phase: str, pending: list[str], elapsed: float) -> None: ...
+    def waiting(self, phase: str, pending: list[str], elapsed: float, status: dict[str, str]) -> None: ...
+    def worker_output(self, backend: str, text: str) -> None: ...
 
 
 @dataclass
@@ -103,9 +104,19 @@ def _execute(run: _Run, feeds: Iterator[Mapping[str, Any]] | None) -> None:
             run.outputs_writer = RunWriter(plan.save_outputs, "outputs", model_path)
             cleanup.callback(run.outputs_writer.close)
         cleanup.callback(release_workers, run.workers)
+        cleanup.callback(_show_worker_output, run)  # runs first: the logs close with the workers
         _start_and_load(run)
         _iterate(run, feeds)
         _close_workers(run)
+
+
+def _show_worker_output(run: _Run) -> None:
+    """Hand the reporter what each worker printed (framework warnings, the backend's own prints)."""
+    for name, worker in run.workers.items():
+        if not worker.closed:
+            text = worker.stderr_text().strip()
+            if text:
+                run.reporter.worker_output(name, text)
 
 
 def _iterate(run: _Run, feeds: Iterator[Mapping[str, Any]] | None) -> None:

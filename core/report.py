@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 DETAIL_INDENT = "        "
 EXIT_PASSED, EXIT_MISMATCH, EXIT_USAGE, EXIT_BACKEND_FAILED = 0, 1, 2, 3
-QUIET, NORMAL, VERBOSE = 0, 1, 2
+QUIET, NORMAL, VERBOSE, VERY_VERBOSE = 0, 1, 2, 3
 
 
 def exit_code(result: RunResult) -> int:
@@ -75,6 +75,12 @@ class TextReporter:
 
     def warning(self, message: str) -> None:
         self.say(f"warning: {message}", "warning")
+
+    def worker_output(self, backend: str, text: str) -> None:
+        """What a worker printed; shown with -vv (a crash shows its tail anyway)."""
+        if self.verbosity >= VERY_VERBOSE:
+            self.say(f"output of {backend}'s worker:")
+            self.say(_indent(text, DETAIL_INDENT))
 
     def loaded(self, backend: str, seconds: float) -> None:
         if self.verbosity > QUIET:

@@ -48,9 +48,17 @@ def test_the_status_line_shows_each_backends_progress_next_to_its_name():
 
 
 def test_a_run_with_a_chatty_backend_passes_and_the_status_never_reaches_a_pipe(run_cli):
-    result = run_cli("run", EXAMPLE, "--backend", "chatty", "--backend", "onnxrt", "-p", "cmpx_test_progress")
+    result = run_cli("run", EXAMPLE, "--backend", "chatty", "--backend", "onnxrt", "-p", "cmpx_test_progress", "-v")
     assert result.exit_code == 0, result.output
     assert "step" not in result.output
+    assert "a warning from the framework" not in result.output  # a worker's own output needs -vv
+
+
+def test_very_verbose_shows_what_each_worker_printed(run_cli):
+    result = run_cli("run", EXAMPLE, "--backend", "chatty", "--backend", "onnxrt", "-p", "cmpx_test_progress", "-vv")
+    assert result.exit_code == 0, result.output
+    assert "output of chatty's worker:\n        chatty: a warning from the framework" in result.output
+    assert "output of onnxrt's worker" not in result.output  # it printed nothing
 
 
 def test_tensorrt_build_phases_become_one_line():

@@ -167,7 +167,8 @@ def build_run_command(plugins: PluginSet) -> click.Command:
                            "-p no:NAME blocks plugin NAME"),
         GroupedOption(["--debug"], is_flag=True, group=EXECUTION, help="show tracebacks"),
         GroupedOption(["-v", "--verbose"], count=True, group=REPORTS,
-                      help="also show the statistics of passing outputs"),
+                      help="also show the statistics of passing outputs; -vv also what each backend's worker "
+                           "printed (framework warnings)"),
         GroupedOption(["-q", "--quiet"], is_flag=True, group=REPORTS,
                       help="show only failures, errors and the summary"),
     ]
