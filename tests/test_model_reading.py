@@ -180,3 +180,19 @@ def test_wire_fields_are_views_of_the_buffer():
     assert bytes(parsed[1][2]) == b"abc"
     data[5] = ord("x")  # a view, not a copy
     assert bytes(parsed[1][2]) == b"xbc"
+
+
+def test_a_plain_run_never_imports_onnx_in_the_coordinator():
+    """Reading the model's interface is the coordinator's only need of it on a plain run (bench/README.md: onnx
+    cost ~45 ms of CPU there); marking and transforms still use onnx."""
+    import subprocess
+    import sys
+
+    probe = ("import atexit, sys\n"
+             "atexit.register(lambda: print('ONNX_IMPORTED', 'onnx' in sys.modules, file=sys.stderr))\n"
+             f"sys.argv[1:] = ['run', {str(EXAMPLES / 'conv.onnx')!r}, '--backend', 'onnxrt', '--backend', 'onnxref']\n"
+             "from cmpx.cli.launch import main\n"
+             "main()\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "ONNX_IMPORTED False" in done.stderr
