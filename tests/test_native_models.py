@@ -120,3 +120,10 @@ def test_cmpx_plugins_says_which_backends_load_which_formats(run_cli):
     assert result.exit_code == 0, result.output
     assert "also loads .toy models  [plugin cmpx_test_toyformat]" in result.output
     assert "also loads .engine, .plan models" in result.output
+
+
+def test_cmpx_tensors_says_a_native_model_is_not_onnx(run_cli, tmp_path):
+    result = run_cli("-p", "cmpx_test_toyformat", "tensors", toy_model(tmp_path / "m.toy"))
+    assert result.exit_code == 2
+    assert "cmpx tensors lists the tensors of an ONNX model, and " in result.output
+    assert "m.toy is a .toy model" in result.output

@@ -127,7 +127,12 @@ def tensors_command(model: str) -> None:
     """List the tensors of MODEL that --onnx-outputs can mark: name, producing node, op type, dtype, shape."""
     from cmpx.graph import load_structure, tensor_graph
     from cmpx.model import format_shape, read_model
+    from cmpx.planning import native_format
 
+    suffix = native_format(model, list(_plugins(click.get_current_context()).backends))
+    if suffix is not None:
+        raise UsageError(f"cmpx tensors lists the tensors of an ONNX model, and {model} is a {suffix} model; give "
+                         "the ONNX model it was made from")
     info = read_model(model)
     graph = tensor_graph(load_structure(info.path))
     markable = set(graph.markable())
