@@ -45,6 +45,15 @@ def test_fp8_differs_by_more_than_int8_and_both_onnx_runtime_and_the_reference_r
     assert same.exit_code == 0, same.output
 
 
+def test_the_reference_evaluator_checks_onnx_runtimes_int8_graph(run_cli, models, tmp_path):
+    for model in (EXAMPLE, models.matmul_chain):
+        result = run_cli("run", model, "--backend", "onnxref:int8", "--backend", "onnxrt:int8", "--iterations", "2",
+                         "--save-transformed", tmp_path / "tr")
+        assert result.exit_code == 0, result.output  # the same int8 graph computes the same numbers on both
+    quantized = onnx.load(str(tmp_path / "tr" / "conv.int8.onnx"))
+    assert [o.version for o in quantized.opset_import if o.domain in ("", "ai.onnx")] == [19]  # raised from 17
+
+
 def test_an_int8_calibration_cache_is_refused_for_fp8(run_cli, tmp_path):
     cache = tmp_path / "ranges.json"
     first = run_cli("run", EXAMPLE, "--backend", "onnxrt:int8", "--backend", "onnxrt", "--calibration-cache", cache,

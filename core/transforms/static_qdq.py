@@ -6,7 +6,9 @@ read from PATH when it exists (no calibration data is drawn then), and written t
 records its calibration method, so an int8 cache is refused for fp8 and the other way round.
 
 - int8: signed 8-bit integers, MinMax calibration; Relu/Clip after a quantized op are folded into its Q/DQ pair
-  (the integer range clamps them).
+  (the integer range clamps them). A model below opset 19 is raised to 19 first where ONNX's version converter
+  can: the reference evaluator implements QuantizeLinear/DequantizeLinear only from opset 19, and this way
+  ``onnxref:int8`` can check ``onnxrt:int8`` (if the conversion fails, the model keeps its opset).
 - fp8: float8 E4M3 (``float8_e4m3fn``, as TensorRT's fp8), the distribution calibration ONNX Runtime requires for
   float types; the model is raised to opset 19 (float8 Q/DQ). Activations such as Relu are kept: a float8 range is
   symmetric and would not clamp them (ONNX Runtime's quantizer folds them otherwise, which changes the model).
@@ -27,16 +29,20 @@ from cmpx.transforms.saving import load_full, save_model
 QUANTIZED = ("QuantizeLinear", "DequantizeLinear")
 
 
+QDQ_OPSET = 19  # the first opset whose QuantizeLinear/DequantizeLinear the reference evaluator implements
+
+
 @dataclass(frozen=True)
 class QuantizationKind:
     quant_type: str  # onnxruntime.quantization.QuantType member
     calibration: str  # onnxruntime.quantization.CalibrationMethod member
     suggested_tolerance: float
     extra_options: dict[str, Any] = field(default_factory=dict)
+    raise_opset: bool = False  # raise the model to QDQ_OPSET first (fp8: ONNX Runtime's quantizer does it)
 
 
 KINDS = {
-    "int8": QuantizationKind("QInt8", "MinMax", 1e-1),
+    "int8": QuantizationKind("QInt8", "MinMax", 1e-1, raise_opset=True),
     "fp8": QuantizationKind("QFLOAT8E4M3FN", "Distribution", 3e-1, {"QDQKeepRemovableActivations": True}),
 }
 
@@ -68,9 +74,10 @@ class StaticQuantization:
         self.calibrated_from_cache = bool(cache and os.path.isfile(cache))
         reader = None if self.calibrated_from_cache else Reader(calibration(self.options.calibration_iterations))
         model = load_full(model_path)
+        source_model = _raised_opset(model) if kind.raise_opset else model
         with tempfile.TemporaryDirectory(prefix=f"cmpx-{self.kind}-") as scratch:
             source = os.path.join(scratch, "model.onnx")
-            save_model(model, source)
+            save_model(source_model, source)
             root = logging.getLogger()
             level = root.level
             root.setLevel(logging.ERROR)  # the quantizer's advice goes to the root logger; keep the report clean
@@ -86,6 +93,20 @@ class StaticQuantization:
             finally:
                 root.setLevel(level)
         _check_quantized(self.kind, model, output_path)
+
+
+def _raised_opset(model):
+    """``model`` at QDQ_OPSET of the default domain, or ``model`` itself where it is there already or ONNX's
+    version converter cannot take it there."""
+    from onnx import version_converter
+
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), QDQ_OPSET)
+    if opset >= QDQ_OPSET:
+        return model
+    try:
+        return version_converter.convert_version(model, QDQ_OPSET)
+    except Exception:  # noqa: BLE001 - the converter raises many types; the original opset still quantizes
+        return model
 
 
 def _check_quantized(kind: str, original, output_path: str) -> None:
