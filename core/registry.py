@@ -30,7 +30,8 @@ class Provenance:
 class BackendOption:
     """A backend-specific option, shown on the command line as ``--<backend>-<name>``.
 
-    ``multiple`` options may be repeated and give a tuple; ``choices`` restricts the accepted values.
+    ``multiple`` options may be repeated and give a tuple; ``choices`` restricts the accepted values;
+    ``is_flag`` options take no value and give True when present (False otherwise).
     """
 
     name: str
@@ -39,6 +40,7 @@ class BackendOption:
     multiple: bool = False
     choices: tuple[str, ...] | None = None
     flag: str | None = None  # a flag users already know (Polygraphy's --save-engine) instead of the generated one
+    is_flag: bool = False
 
 
 @dataclass(frozen=True)
@@ -160,6 +162,8 @@ class BackendRegistry(_Registry[BackendSpec]):
                 raise PluginError(f"backend {name!r}: options must be cmpx.BackendOption, got {option!r}")
             if option.flag is not None and not re.fullmatch(r"--[a-z][a-z0-9-]*", option.flag):
                 raise PluginError(f"backend {name!r}: option flag {option.flag!r} must look like --some-name")
+            if option.is_flag and (option.multiple or option.choices):
+                raise PluginError(f"backend {name!r}: option {option.name!r} is a flag; it takes no values")
         self._add(BackendSpec(name, target, description, tuple(options), supports_marking, tuple(model_formats),
                               self._stamp()))
 

@@ -50,6 +50,11 @@ def test_a_native_model_is_compared_with_saved_onnx_outputs(run_cli, tmp_path, s
     assert "toy vs toy#2" in result.output and "onnxrt@onnx-run" in result.output
     assert result.output.count("PASSED  Y") >= 2 and result.output.count("PASSED  Z") >= 2
     assert len(log.read_text().splitlines()) == 2  # the describing worker's load is not repeated
+    assert "verbose=False" in log.read_text()
+    flagged = run_cli("run", toy_model(tmp_path / "m.toy"), "--backend", "toy", "--backend", "toy",
+                      "--toy-load-log", log, "--toy-verbose", "--load-outputs", saved_onnx_outputs, *TOY)
+    assert flagged.exit_code == 0, flagged.output
+    assert log.read_text().splitlines()[-1].endswith("verbose=True")  # a flag option reaches the backend
 
 
 def test_a_native_model_that_differs_from_the_onnx_outputs_fails(run_cli, tmp_path, saved_onnx_outputs):

@@ -98,6 +98,14 @@ def test_model_formats_must_be_lower_case_suffixes_other_than_onnx(formats):
         registry.add("ok", "a.b:C", model_formats=formats)
 
 
+def test_a_flag_option_takes_no_values():
+    from cmpx.registry import BackendOption
+
+    registry = BackendRegistry()
+    with pytest.raises(PluginError, match="option 'loud' is a flag; it takes no values"):
+        registry.add("ok", "a.b:C", options=[BackendOption("loud", "h", is_flag=True, multiple=True)])
+
+
 def test_model_formats_are_kept_as_given():
     registry = BackendRegistry()
     registry.add("ok", "a.b:C", model_formats=".engine")

@@ -47,6 +47,8 @@ def test_precision_comes_from_the_graph_and_tf32_is_cleared_unless_asked():
     eleven, ten = precision_plan(11, False), precision_plan(10, True)
     assert eleven.strongly_typed and not eleven.legacy_flags and not eleven.tf32
     assert ten.legacy_flags and not ten.strongly_typed and ten.tf32
+    assert precision_plan(10, False, strongly_typed_requested=True).strongly_typed
+    assert precision_plan(11, False, strongly_typed_requested=False).strongly_typed
 
 
 def test_marking_skips_shape_constant_and_loop_layers():
@@ -80,7 +82,8 @@ def test_tensorrt_options_are_offered_under_the_names_polygraphy_users_know(run_
     help_text = run_cli("run", "--help").output
     for flag in ("--trt-min-shapes", "--trt-opt-shapes", "--trt-max-shapes", "--trt-outputs",
                  "--trt-exclude-outputs", "--save-engine", "--load-timing-cache", "--save-timing-cache",
-                 "--builder-optimization-level", "--pool-limit", "--plugins", "--tf32", "--fp16", "--int8", "--fp8"):
+                 "--builder-optimization-level", "--pool-limit", "--plugins", "--tf32", "--fp16", "--int8", "--fp8",
+                 "--strongly-typed"):
         assert flag in help_text, flag
 
 
@@ -121,7 +124,8 @@ def test_trt_mark_all_finds_layers(run_cli, models):
 def test_a_prebuilt_engine_refuses_build_options_by_name():
     from cmpx_trt.engines import EngineOptionError, check_engine_options
 
-    check_engine_options({"min_shapes": (), "tf32": "off", "save_engine": None, "plugins": ("lib.so",)})
+    check_engine_options({"min_shapes": (), "tf32": "off", "save_engine": None, "plugins": ("lib.so",),
+                          "strongly_typed": False})
     with pytest.raises(EngineOptionError, match=r"--trt-min-shapes, --save-engine, --tf32 apply when TensorRT builds"):
         check_engine_options({"min_shapes": ("X:[1]",), "save_engine": "out.engine", "tf32": "on"})
 

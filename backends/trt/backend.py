@@ -80,10 +80,11 @@ class TrtBackend(cmpx.Backend):
 
     def _build(self, model_path: str) -> bytes:
         trt = self.trt
-        plan = precision_plan(int(trt.__version__.split(".")[0]), self.options.get("tf32") == "on")
+        plan = precision_plan(int(trt.__version__.split(".")[0]), self.options.get("tf32") == "on",
+                              bool(self.options.get("strongly_typed")))
         builder = trt.Builder(self.logger)
         flags = 0
-        if not plan.legacy_flags and hasattr(trt.NetworkDefinitionCreationFlag, "STRONGLY_TYPED"):
+        if plan.strongly_typed and hasattr(trt.NetworkDefinitionCreationFlag, "STRONGLY_TYPED"):
             flags |= 1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED)
         network = builder.create_network(flags)
         parser = trt.OnnxParser(network, self.logger)

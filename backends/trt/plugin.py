@@ -48,5 +48,8 @@ def register_backends(registry):
             BackendOption("plugins", flag="--plugins", multiple=True, help="TensorRT plugin libraries (.so) to load"),
             BackendOption("tf32", flag="--tf32", choices=("off", "on"), default="off",
                           help="allow TF32 math (cleared by default, as Polygraphy does)"),
+            BackendOption("strongly_typed", flag="--strongly-typed", is_flag=True,
+                          help="TensorRT 10: build a strongly typed network, honouring the graph's types exactly "
+                               "(TensorRT 11 always does)"),
         ],
     )

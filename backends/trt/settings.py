@@ -42,7 +42,9 @@ class PrecisionPlan:
     tf32: bool
 
 
-def precision_plan(major_version: int, tf32_requested: bool) -> PrecisionPlan:
+def precision_plan(major_version: int, tf32_requested: bool, strongly_typed_requested: bool = False) -> PrecisionPlan:
+    """TensorRT 11 networks are always strongly typed; with TensorRT 10, ``--strongly-typed`` (as in Polygraphy)
+    makes the network honour the graph's types exactly instead of letting the builder pick precisions."""
     if major_version >= 11:
         return PrecisionPlan(strongly_typed=True, legacy_flags=False, tf32=tf32_requested)
-    return PrecisionPlan(strongly_typed=False, legacy_flags=True, tf32=tf32_requested)
+    return PrecisionPlan(strongly_typed=strongly_typed_requested, legacy_flags=True, tf32=tf32_requested)

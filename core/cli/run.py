@@ -185,6 +185,10 @@ def build_run_command(plugins: PluginSet) -> click.Command:
         for option in spec.options:
             if option.multiple:  # several values after one flag, as in Polygraphy (--trt-min-shapes X:[..] Y:[..])
                 multi_value[spec.flag(option)] = lambda w: not w.endswith(MODEL_SUFFIXES)
+            if option.is_flag:
+                params.append(GroupedOption([spec.flag(option), spec.param(option)], is_flag=True, default=False,
+                                            group=f"Backend {spec.name}", help=option.help))
+                continue
             params.append(GroupedOption(
                 [spec.flag(option), spec.param(option)], multiple=option.multiple, default=option.default,
                 type=click.Choice(option.choices) if option.choices else str, group=f"Backend {spec.name}",

@@ -13,7 +13,7 @@ class ToyBackend(cmpx.Backend):
             self.model = json.load(f)  # a broken file fails here, as a corrupt engine would
         if self.options.get("load_log"):
             with open(self.options["load_log"], "a") as log:
-                log.write(f"load {model_path}\n")
+                log.write(f"load {model_path} verbose={self.options.get('verbose')!r}\n")
 
     def describe(self):
         if self.options.get("describe") == "wrong-dtype":
@@ -50,5 +50,6 @@ class Described(cmpx.Backend):
 def register_backends(registry):
     registry.add("toy", "cmpx_test_toyformat:ToyBackend", model_formats=(".toy",), options=[
         cmpx.BackendOption("load_log", help="append a line to this file on every load"),
-        cmpx.BackendOption("describe", help="describe() variants: wrong-dtype, bad-shape, not-specs, numpy-dims")])
+        cmpx.BackendOption("describe", help="describe() variants: wrong-dtype, bad-shape, not-specs, numpy-dims"),
+        cmpx.BackendOption("verbose", is_flag=True, help="a flag option (recorded in the load log)")])
     registry.add("toy-nodescribe", "cmpx_test_toyformat:Described", model_formats=(".toy",))
