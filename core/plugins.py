@@ -96,8 +96,7 @@ def make_plugin_manager(*, autoload: bool = True, extra: Iterable[Any] = (), blo
     if trace if trace is not None else bool(os.environ.get(TRACE_ENV)):
         _trace_hook_calls(pm)
     if autoload:
-        for entry_point in _sorted_entry_points():
-            dist = _dist_label(entry_point)
+        for entry_point, _, dist in _sorted_entry_points():
             if pm.is_blocked(entry_point.name) or entry_point.name in plugins.provenance:
                 continue
             _register(plugins, entry_point.name, dist, entry_point.load)
@@ -113,22 +112,22 @@ def make_plugin_manager(*, autoload: bool = True, extra: Iterable[Any] = (), blo
     return plugins
 
 
-def _sorted_entry_points() -> list[metadata.EntryPoint]:
-    found = {}
+def _sorted_entry_points() -> list[tuple[metadata.EntryPoint, str, str | None]]:
+    """Each entry point of the group once, with its distribution's name and "name version" label; built-ins
+    first, so a third-party plugin that reuses a built-in name is the one reported as clashing."""
+    found: dict[tuple[str, str], metadata.EntryPoint] = {}
     for entry_point in metadata.entry_points(group=ENTRY_POINT_GROUP):
         found.setdefault((entry_point.name, entry_point.value), entry_point)
-    # Built-ins first, so a third-party plugin that reuses a built-in name is the one reported as clashing.
-    return sorted(found.values(), key=lambda ep: (_dist_name(ep) != BUILTIN_DIST, _dist_name(ep), ep.name))
-
-
-def _dist_name(entry_point: metadata.EntryPoint) -> str:
-    dist = getattr(entry_point, "dist", None)
-    return (dist.metadata["Name"] or "") if dist is not None else ""
-
-
-def _dist_label(entry_point: metadata.EntryPoint) -> str | None:
-    dist = getattr(entry_point, "dist", None)
-    return f"{dist.metadata['Name']} {dist.version}" if dist is not None else None
+    described: dict[int, tuple[str, str | None]] = {}  # a distribution's METADATA is parsed once, not per use
+    rows = []
+    for entry_point in found.values():
+        dist = getattr(entry_point, "dist", None)
+        if dist is not None and id(dist) not in described:
+            headers = dist.metadata
+            described[id(dist)] = (headers["Name"] or "", f"{headers['Name']} {headers['Version']}")
+        name, label = described[id(dist)] if dist is not None else ("", None)
+        rows.append((entry_point, name, label))
+    return sorted(rows, key=lambda row: (row[1] != BUILTIN_DIST, row[1], row[0].name))
 
 
 def _register(plugins: PluginSet, name: str, dist: str | None, load: Any, requested: bool = False) -> None:
