@@ -77,3 +77,16 @@ def test_an_ir_model_cannot_run_on_onnx_runtime(cmpx_cli, ir_model):
     result = cmpx_cli("run", ir_model, "--backend", "openvino", "--backend", "onnxrt")
     assert result.exit_code == 2
     assert "is a .xml model, which only openvino can load, not onnxrt" in result.output
+
+
+ZOO = Path(__import__("onnx").__file__).parent / "backend" / "test" / "data" / "light"
+
+
+@pytest.mark.parametrize("model", ["light_resnet50.onnx", "light_densenet121.onnx", "light_shufflenet.onnx"])
+def test_it_agrees_with_onnx_runtime_on_model_zoo_networks(cmpx_cli, model):
+    """Real networks (weights replaced by constants) from the onnx wheel: hundreds of nodes, old opsets."""
+    if not (ZOO / model).exists():
+        pytest.skip(f"this onnx wheel does not ship {model}")
+    result = cmpx_cli("run", ZOO / model, "--backend", "openvino", "--backend", "onnxrt", "--atol", "1e-4",
+                      "--rtol", "1e-3")
+    assert result.exit_code == 0, result.output
