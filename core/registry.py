@@ -31,7 +31,8 @@ class BackendOption:
     """A backend-specific option, shown on the command line as ``--<backend>-<name>``.
 
     ``multiple`` options may be repeated and give a tuple; ``choices`` restricts the accepted values;
-    ``is_flag`` options take no value and give True when present (False otherwise).
+    ``is_flag`` options take no value and give True when present (False otherwise); ``type`` (str, int or
+    float) is checked on the command line, before any worker starts.
     """
 
     name: str
@@ -41,6 +42,7 @@ class BackendOption:
     choices: tuple[str, ...] | None = None
     flag: str | None = None  # a flag users already know (Polygraphy's --save-engine) instead of the generated one
     is_flag: bool = False
+    type: type = str
 
 
 @dataclass(frozen=True)
@@ -164,6 +166,9 @@ class BackendRegistry(_Registry[BackendSpec]):
                 raise PluginError(f"backend {name!r}: option flag {option.flag!r} must look like --some-name")
             if option.is_flag and (option.multiple or option.choices):
                 raise PluginError(f"backend {name!r}: option {option.name!r} is a flag; it takes no values")
+            if option.type not in (str, int, float):
+                raise PluginError(f"backend {name!r}: option {option.name!r} has type {option.type!r}; use str, int "
+                                  "or float")
         self._add(BackendSpec(name, target, description, tuple(options), supports_marking, tuple(model_formats),
                               self._stamp()))
 

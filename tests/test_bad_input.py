@@ -71,6 +71,7 @@ CASES = [
     (EXAMPLE, (*OK, "--onnx-outputs", "no_such_tensor"), "the model has no markable tensor 'no_such_tensor'"),
     (EXAMPLE, (*OK, "--onnx-outputs", "zz*"), "the pattern 'zz*' matches no tensor of the model"),
     (EXAMPLE, ("--backend", "onnxrt:fp4", "--backend", "onnxref"), "unknown transform 'fp4'"),
+    (EXAMPLE, (*OK, "--onnxref-opset", "x"), "Invalid value for '--onnxref-opset': 'x' is not a valid integer"),
     # plugins and execution
     (EXAMPLE, (*OK, "-p", "cmpx_test_import_error"), "plugin 'cmpx_test_import_error' (from -p / CMPX_PLUGINS) "
                                                      "failed to load: ModuleNotFoundError"),

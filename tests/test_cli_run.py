@@ -164,3 +164,24 @@ def test_run_help_groups_options_by_concern(run_cli):
     for heading in ("Backends", "Data", "Comparison", "Execution and plugins", "Backend onnxrt"):
         assert heading in headings
     assert "--onnxrt-providers" in result.output
+
+
+def test_the_reference_evaluator_can_run_an_old_model_converted_to_a_newer_opset(run_cli, tmp_path):
+    """onnx.reference applies an axis-less Softmax below opset 13 to the last axis (README); on the model converted
+    to opset 13 it agrees with ONNX Runtime running the original."""
+    from onnx import TensorProto, helper
+
+    from cmpx.testing.models import save
+
+    graph = helper.make_graph([helper.make_node("Softmax", ["X"], ["Y"])], "softmax9",
+                              [helper.make_tensor_value_info("X", TensorProto.FLOAT, [1, 5, 1, 1])],
+                              [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [1, 5, 1, 1])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 9)])
+    model.ir_version = 7
+    save(model, tmp_path / "softmax9.onnx")
+    result = run_cli("run", tmp_path / "softmax9.onnx", "--backend", "onnxrt", "--backend", "onnxref",
+                     "--onnxref-opset", "13")
+    assert result.exit_code == 0, result.output
+    too_new = run_cli("run", tmp_path / "softmax9.onnx", "--backend", "onnxrt", "--backend", "onnxref",
+                      "--onnxref-opset", "999")
+    assert too_new.exit_code == 3 and "--onnxref-opset 999: this onnx knows opsets 1 to" in too_new.output

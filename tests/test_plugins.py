@@ -106,6 +106,14 @@ def test_a_flag_option_takes_no_values():
         registry.add("ok", "a.b:C", options=[BackendOption("loud", "h", is_flag=True, multiple=True)])
 
 
+def test_an_option_type_is_str_int_or_float():
+    from cmpx.registry import BackendOption
+
+    registry = BackendRegistry()
+    with pytest.raises(PluginError, match="option 'size' has type <class 'list'>; use str, int or float"):
+        registry.add("ok", "a.b:C", options=[BackendOption("size", "h", type=list)])
+
+
 def test_model_formats_are_kept_as_given():
     registry = BackendRegistry()
     registry.add("ok", "a.b:C", model_formats=".engine")

@@ -191,7 +191,7 @@ def build_run_command(plugins: PluginSet) -> click.Command:
                 continue
             params.append(GroupedOption(
                 [spec.flag(option), spec.param(option)], multiple=option.multiple, default=option.default,
-                type=click.Choice(option.choices) if option.choices else str, group=f"Backend {spec.name}",
+                type=click.Choice(option.choices) if option.choices else option.type, group=f"Backend {spec.name}",
                 help=option.help))
 
     def callback(**values: Any) -> int:
