@@ -7,7 +7,6 @@ import os
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from importlib import metadata
 from typing import Any
 
 import pluggy
@@ -96,10 +95,10 @@ def make_plugin_manager(*, autoload: bool = True, extra: Iterable[Any] = (), blo
     if trace if trace is not None else bool(os.environ.get(TRACE_ENV)):
         _trace_hook_calls(pm)
     if autoload:
-        for entry_point, _, dist in _sorted_entry_points():
+        for entry_point in _sorted_entry_points():
             if pm.is_blocked(entry_point.name) or entry_point.name in plugins.provenance:
                 continue
-            _register(plugins, entry_point.name, dist, entry_point.load)
+            _register(plugins, entry_point.name, entry_point.label, entry_point.load)
     for item in extra:
         if isinstance(item, str):
             if not pm.is_blocked(item):
@@ -112,22 +111,45 @@ def make_plugin_manager(*, autoload: bool = True, extra: Iterable[Any] = (), blo
     return plugins
 
 
-def _sorted_entry_points() -> list[tuple[metadata.EntryPoint, str, str | None]]:
-    """Each entry point of the group once, with its distribution's name and "name version" label; built-ins
-    first, so a third-party plugin that reuses a built-in name is the one reported as clashing."""
-    found: dict[tuple[str, str], metadata.EntryPoint] = {}
-    for entry_point in metadata.entry_points(group=ENTRY_POINT_GROUP):
-        found.setdefault((entry_point.name, entry_point.value), entry_point)
-    described: dict[int, tuple[str, str | None]] = {}  # a distribution's METADATA is parsed once, not per use
+@dataclass(frozen=True)
+class _Found:
+    """An entry point of the cmpx group, whichever reader found it."""
+
+    name: str
+    value: str
+    load: Any  # () -> the plugin object
+    dist_name: str
+    label: str | None  # "name version" of its distribution
+
+
+def _sorted_entry_points() -> list[_Found]:
+    """Each entry point of the group once; built-ins first, so a third-party plugin that reuses a built-in name is
+    the one reported as clashing. Read with cmpx.installed (fast); importlib.metadata where that cannot tell."""
+    rows = _read_entry_points()
+    unique: dict[tuple[str, str], _Found] = {}
+    for row in rows:
+        unique.setdefault((row.name, row.value), row)
+    return sorted(unique.values(), key=lambda row: (row.dist_name != BUILTIN_DIST, row.dist_name, row.name))
+
+
+def _read_entry_points() -> list[_Found]:
+    from cmpx import installed
+
+    found = installed.entry_points(ENTRY_POINT_GROUP)
+    if found is not None:
+        return [_Found(ep.name, ep.value, ep.load, ep.dist.name, f"{ep.dist.name} {ep.dist.version}") for ep in found]
+    from importlib import metadata
+
+    described: dict[int, tuple[str, str]] = {}  # a distribution's METADATA is parsed once, not per use
     rows = []
-    for entry_point in found.values():
+    for entry_point in metadata.entry_points(group=ENTRY_POINT_GROUP):
         dist = getattr(entry_point, "dist", None)
         if dist is not None and id(dist) not in described:
             headers = dist.metadata
             described[id(dist)] = (headers["Name"] or "", f"{headers['Name']} {headers['Version']}")
         name, label = described[id(dist)] if dist is not None else ("", None)
-        rows.append((entry_point, name, label))
-    return sorted(rows, key=lambda row: (row[1] != BUILTIN_DIST, row[1], row[0].name))
+        rows.append(_Found(entry_point.name, entry_point.value, entry_point.load, name, label))
+    return rows
 
 
 def _register(plugins: PluginSet, name: str, dist: str | None, load: Any, requested: bool = False) -> None:

@@ -217,3 +217,15 @@ def test_every_package_directory_is_packaged():
             relative = init.parent.relative_to(root)
             found.add(".".join([name, *relative.parts]))
     assert found == set(project["packages"])
+
+
+def test_discovery_falls_back_to_importlib_metadata_with_the_same_result(monkeypatch):
+    from cmpx import installed
+
+    fast = make_plugin_manager()
+    monkeypatch.setattr(installed, "entry_points", lambda group, paths=None: None)
+    slow = make_plugin_manager()
+    for kind in ("backends", "data_loaders", "metrics", "transforms"):
+        assert [(s.name, str(s.provenance)) for s in getattr(slow, kind)] == \
+               [(s.name, str(s.provenance)) for s in getattr(fast, kind)]
+    assert "onnxrt (cmpx 0.1.0)" in [str(s.provenance) for s in slow.backends]

@@ -1,18 +1,13 @@
 """Registers the ``trt`` backend. Imports nothing from TensorRT: the installed version is read from package
 metadata, and TensorRT itself is imported only inside the backend's worker."""
 
-from importlib import metadata
+from cmpx import BackendOption, hookimpl, installed
 
-from cmpx import BackendOption, hookimpl
+DISTRIBUTIONS = ("tensorrt", "tensorrt-cu13", "tensorrt-cu12", "tensorrt-lean-cu12")
 
 
 def installed_version() -> str | None:
-    for distribution in ("tensorrt", "tensorrt-cu13", "tensorrt-cu12", "tensorrt-lean-cu12"):
-        try:
-            return metadata.version(distribution)
-        except metadata.PackageNotFoundError:
-            continue
-    return None
+    return installed.version(DISTRIBUTIONS)
 
 
 def describe() -> str:
