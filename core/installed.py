@@ -56,13 +56,52 @@ class EntryPoint:
 
 def distributions(paths: Sequence[str] | None = None) -> list[Distribution] | None:
     """Every installed distribution along ``paths`` (default sys.path), the first of each name; None where this
-    reader cannot tell (see the module docstring)."""
+    reader cannot tell (see the module docstring). Reads every METADATA: for a look at everything, not for the
+    hot path (``entry_points`` and ``version`` read only what they need)."""
+    folders = _info_folders(paths)
+    return None if folders is None else [_distribution(folder) for folder in folders.values()]
+
+
+def entry_points(group: str, paths: Sequence[str] | None = None) -> list[EntryPoint] | None:
+    """Every entry point of ``group``, distribution by distribution; None where this reader cannot tell."""
+    folders = _info_folders(paths)
+    if folders is None:
+        return None
+    found = []
+    for folder in folders.values():
+        pairs = list(_section(_read(os.path.join(folder, "entry_points.txt")) or "", group))
+        if pairs:
+            dist = _distribution(folder)
+            found.extend(EntryPoint(name, value, dist) for name, value in pairs)
+    return found
+
+
+def version(names: Sequence[str], paths: Sequence[str] | None = None) -> str | None:
+    """The version of the first of ``names`` that is installed, or None (a sys.path this reader cannot read is
+    asked through importlib.metadata)."""
+    folders = _info_folders(paths)
+    if folders is None:
+        from importlib import metadata
+
+        for name in names:
+            try:
+                return metadata.version(name)
+            except metadata.PackageNotFoundError:
+                continue
+        return None
+    folder = next((folders[_normalize(n)] for n in names if _normalize(n) in folders), None)
+    return None if folder is None else _distribution(folder).version
+
+
+def _info_folders(paths: Sequence[str] | None) -> dict[str, str] | None:
+    """Normalized distribution name -> its .dist-info/.egg-info path, the first along ``paths``; None where this
+    reader cannot tell."""
     if paths is None:
         if any(hasattr(finder, "find_distributions") and finder is not _standard_path_finder()
                for finder in sys.meta_path):
             return None
         paths = sys.path
-    found: dict[str, Distribution] = {}
+    found: dict[str, str] = {}
     for entry in paths:
         root = entry or "."
         if not os.path.isdir(root):
@@ -73,40 +112,15 @@ def distributions(paths: Sequence[str] | None = None) -> list[Distribution] | No
             return None
         for child in _children(root):
             low = child.lower()
-            if not low.endswith(_INFO_SUFFIXES):
-                continue
-            key = _normalize(low.rpartition(".")[0].partition("-")[0])
-            if key in found:
-                continue
-            folder = os.path.join(root, child)
-            headers = _headers(folder) if os.path.isdir(folder) else {}
-            found[key] = Distribution(headers.get("name", child.partition("-")[0]), headers.get("version", ""), folder)
-    return list(found.values())
+            if low.endswith(_INFO_SUFFIXES):
+                found.setdefault(_normalize(low.rpartition(".")[0].partition("-")[0]), os.path.join(root, child))
+    return found
 
 
-def entry_points(group: str, paths: Sequence[str] | None = None) -> list[EntryPoint] | None:
-    """Every entry point of ``group``, distribution by distribution; None where this reader cannot tell."""
-    found = distributions(paths)
-    if found is None:
-        return None
-    return [entry_point for dist in found for entry_point in dist.entry_points(group)]
-
-
-def version(names: Sequence[str], paths: Sequence[str] | None = None) -> str | None:
-    """The version of the first of ``names`` that is installed, or None (a sys.path this reader cannot read is
-    asked through importlib.metadata)."""
-    found = distributions(paths)
-    if found is None:
-        from importlib import metadata
-
-        for name in names:
-            try:
-                return metadata.version(name)
-            except metadata.PackageNotFoundError:
-                continue
-        return None
-    by_name = {_normalize(dist.name): dist for dist in found}
-    return next((by_name[_normalize(n)].version for n in names if _normalize(n) in by_name), None)
+def _distribution(folder: str) -> Distribution:
+    headers = _headers(folder) if os.path.isdir(folder) else {}
+    return Distribution(headers.get("name", os.path.basename(folder).partition("-")[0]), headers.get("version", ""),
+                        folder)
 
 
 def _standard_path_finder() -> Any:
