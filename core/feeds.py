@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -53,6 +52,8 @@ def fit_feeds(feeds: Any, inputs: Sequence[TensorSpec], iteration: int, source: 
 def feeds_digest(feeds: Mapping[str, Any]) -> str:
     """A digest of names, dtypes, shapes and bytes, to tell whether two runs were fed the same data."""
     import numpy as np
+
+    import hashlib  # only runs that save or check inputs need it (its OpenSSL load costs ~2 ms)
 
     digest = hashlib.blake2b(digest_size=16)
     for name in sorted(feeds):
