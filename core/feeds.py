@@ -51,9 +51,9 @@ def fit_feeds(feeds: Any, inputs: Sequence[TensorSpec], iteration: int, source: 
 
 def feeds_digest(feeds: Mapping[str, Any]) -> str:
     """A digest of names, dtypes, shapes and bytes, to tell whether two runs were fed the same data."""
-    import numpy as np
-
     import hashlib  # only runs that save or check inputs need it (its OpenSSL load costs ~2 ms)
+
+    import numpy as np
 
     digest = hashlib.blake2b(digest_size=16)
     for name in sorted(feeds):
