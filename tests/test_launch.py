@@ -166,3 +166,20 @@ def test_spares_that_cannot_be_spawned_only_lose_the_head_start(monkeypatch, cap
     assert exited.value.code == 0, capsys.readouterr()
     assert len(calls) == 3  # the failed spare, then the run's own two workers
     assert worker_processes() == []
+
+
+def test_an_interrupt_before_the_cli_is_ready_exits_130_without_a_traceback(monkeypatch, capsys):
+    from cmpx.cli import launch
+    from cmpx.cli.main import cli
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "main", interrupted)
+    monkeypatch.setenv("OPENBLAS_THREAD_TIMEOUT", "4")
+    monkeypatch.setattr(sys, "argv", ["cmpx", "run", EXAMPLE, "--backend", "onnxrt", "--backend", "onnxref"])
+    with pytest.raises(SystemExit) as exited:
+        launch.main()
+    assert exited.value.code == 130
+    assert capsys.readouterr().err == "Interrupted.\n"
+    assert worker_processes() == []  # the spares started for the two backends are stopped

@@ -17,6 +17,7 @@ from cmpx.idle_threads import quiet_idle_threads
 
 MAX_SPARES = 8  # more backends than this still run; the rest start once the options are checked
 COMPLETION_VARIABLE = "_CMPX_COMPLETE"  # set by the shell when it asks for completions
+INTERRUPTED = 130
 
 
 def main() -> None:
@@ -35,6 +36,9 @@ def main() -> None:
         from cmpx.cli.main import cli
 
         cli.main(args, prog_name="cmpx", spares=spares)
+    except KeyboardInterrupt:  # Ctrl-C before the CLI's own handling is in place (while importing it)
+        sys.stderr.write("Interrupted.\n")
+        sys.exit(INTERRUPTED)
     finally:
         if spares is not None:  # an interrupt or an error before the run took them
             spares.release()
