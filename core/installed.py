@@ -32,10 +32,6 @@ class Distribution:
     version: str
     path: str  # its .dist-info / .egg-info directory
 
-    def entry_points(self, group: str) -> list[EntryPoint]:
-        text = _read(os.path.join(self.path, "entry_points.txt"))
-        return [EntryPoint(name, value, self) for name, value in _section(text or "", group)]
-
 
 @dataclass(frozen=True)
 class EntryPoint:
