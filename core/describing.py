@@ -19,9 +19,8 @@ def describe_model(workers: Mapping[str, supervisor.Worker], checked: Any) -> Mo
     path = checked.request.model
     worker = workers[backend.name]
     request_id = worker.next_id()
-    supervisor.send(worker, {"op": "describe", "id": request_id, "backend": backend.spec.name,
-                             "options": dict(backend.options), "model": path, "mark": [],
-                             "plugins": checked.settings.to_message()}, "load")
+    supervisor.send(worker, supervisor.load_request("describe", request_id, backend, path, (), checked.settings),
+                    "load")
     reply = supervisor.wait_replies([worker], "described", "load", checked.timeouts,
                                     {backend.name: request_id})[backend.name]
     if isinstance(reply, BackendError):

@@ -186,10 +186,9 @@ def _start_and_load(run: _Run) -> None:
     for backend in plan.backends:
         worker = run.workers[backend.name]
         ids[backend.name] = worker.next_id()
-        supervisor.send(worker, {"op": "load", "id": ids[backend.name], "backend": backend.spec.name,
-                                 "options": dict(backend.options), "model": backend.model_path or plan.model.path,
-                                 "mark": list(plan.mark) if backend.spec.supports_marking else [],
-                                 "plugins": plan.plugin_settings.to_message()}, "load")
+        mark = plan.mark if backend.spec.supports_marking else ()
+        supervisor.send(worker, supervisor.load_request("load", ids[backend.name], backend, backend.model_path or
+                                                        plan.model.path, mark, plan.plugin_settings), "load")
     replies = supervisor.wait_replies(run.workers.values(), "ready", "load", plan.timeouts, ids,
                                       on_wait=_progress(run, "loading"))
     for name, reply in _collect(run, replies).items():

@@ -133,6 +133,14 @@ class SpareWorkers:
             release(self.workers.pop())
 
 
+def load_request(op: str, request_id: int, backend: Any, model: str, mark: Sequence[str],
+                 settings: Any) -> dict[str, Any]:
+    """A ``load`` (or ``describe``) request for ``backend`` (cmpx.plan.BackendPlan). Both are built here: a
+    worker that described a model answers the load request for the very same fields without loading again."""
+    return {"op": op, "id": request_id, "backend": backend.spec.name, "options": dict(backend.options),
+            "model": model, "mark": list(mark), "plugins": settings.to_message()}
+
+
 def send(worker: Worker, message: dict[str, Any], phase: str) -> None:
     """Send one frame; a worker that cannot take it is marked failed (never raises for that)."""
     if not worker.alive:
