@@ -18,8 +18,8 @@ import tracemalloc
 import numpy as np
 
 from cmpx.argtypes import PerOutput
-from cmpx.compare import ComparisonSettings, compare_outputs
-from cmpx.report import format_output
+from cmpx.comparison.compare import ComparisonSettings, compare_outputs
+from cmpx.reports.text import format_output
 from cmpx_comparators.metrics import ToleranceCheck
 
 SHAPE = (1, 64, 512, 512)

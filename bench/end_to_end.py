@@ -21,7 +21,7 @@ import time
 import onnx
 from onnx import TensorProto, helper
 
-from cmpx.idle_threads import QUIET_IDLE_THREADS
+from cmpx.transport.idle_threads import QUIET_IDLE_THREADS
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)

@@ -23,7 +23,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "plugins"))
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [os.path.join(HERE, "plugins"), os.environ.get("PYTHONPATH")]))
 
-from cmpx import shm, supervisor  # noqa: E402
+from cmpx.transport import shm, supervisor  # noqa: E402
 from cmpx.plugins import PluginSettings  # noqa: E402
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from cmpx.compare import CHECK_STATS, ComparisonContext, MetricResult
+from cmpx.comparison.compare import CHECK_STATS, ComparisonContext, MetricResult
 
 
 def _stats(context: ComparisonContext) -> Any:

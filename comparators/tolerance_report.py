@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from cmpx.compare import MetricResult, OutputSettings
+from cmpx.comparison.compare import MetricResult, OutputSettings
 from cmpx_comparators.errors import ErrorStats, Summary
 
 HISTOGRAM_WIDTH = 30

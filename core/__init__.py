@@ -11,7 +11,7 @@ from cmpx.backend import Backend
 
 if TYPE_CHECKING:
     from cmpx.hookspecs import hookimpl
-    from cmpx.model import TensorSpec
+    from cmpx.model.info import TensorSpec
     from cmpx.registry import BackendOption
 
 __version__ = "0.1.0"
@@ -30,7 +30,7 @@ def __getattr__(name: str) -> Any:
 
         return BackendOption
     if name == "TensorSpec":
-        from cmpx.model import TensorSpec
+        from cmpx.model.info import TensorSpec
 
         return TensorSpec
     raise AttributeError(f"module 'cmpx' has no attribute {name!r}")

@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from cmpx.model import TensorSpec
+    from cmpx.model.info import TensorSpec
 
 
 class Backend:
@@ -16,7 +16,7 @@ class Backend:
     the options the backend declared when it was registered (``--<backend>-<option>`` on the command line),
     keyed by option name. A backend registered with ``supports_marking=True`` finds in ``self.marked``, before
     :meth:`load`, the names of intermediate tensors to return from :meth:`infer` besides the model's outputs
-    (``--onnx-outputs``, ``--mark-all``); :func:`cmpx.graph.exposed_model` makes the ONNX graph that does so.
+    (``--onnx-outputs``, ``--mark-all``); :func:`cmpx.model.graph.exposed_model` makes the ONNX graph that does so.
     """
 
     def __init__(self, options: Mapping[str, Any] | None = None):

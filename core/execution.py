@@ -10,17 +10,17 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from cmpx import shm, supervisor
-from cmpx.supervisor import release_workers, start_workers
-from cmpx.compare import PairResult, compare_tensor
-from cmpx.divergence import first_divergence
+from cmpx.transport import shm, supervisor
+from cmpx.transport.supervisor import release_workers, start_workers
+from cmpx.comparison.compare import PairResult, compare_tensor
+from cmpx.comparison.divergence import first_divergence
 from cmpx.dtypes import numpy_dtype
 from cmpx.errors import BackendError
-from cmpx.feeds import feeds_digest
-from cmpx.pairing import comparison_pairs
+from cmpx.loaders.feeds import feeds_digest
+from cmpx.comparison.pairing import comparison_pairs
 from cmpx.plan import RunPlan
 from cmpx.saved.cmpx_format import RunWriter
-from cmpx.validation import NonFinite, find_non_finite
+from cmpx.comparison.validation import NonFinite, find_non_finite
 
 CLOSE_TIMEOUT_SECONDS = 10.0
 MAPPING_BUDGET = 768 << 20  # an iteration's outputs up to this size stay mapped between iterations

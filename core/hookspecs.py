@@ -69,7 +69,7 @@ def register_metrics(registry: MetricRegistry) -> None:
     """Register comparison metrics.
 
     Call ``registry.add(metric)`` where ``metric`` has a ``name`` attribute and a ``compare(context)`` method
-    returning a :class:`cmpx.compare.MetricResult`; ``context`` is a :class:`cmpx.compare.ComparisonContext`
+    returning a :class:`cmpx.comparison.compare.MetricResult`; ``context`` is a :class:`cmpx.comparison.compare.ComparisonContext`
     (the output name, both arrays, the per-output settings, and a memo shared by the metrics of that output).
     A metric with a numeric ``threshold`` attribute gets a ``--<name>-threshold`` option (per-output values
     allowed) whose value reaches it as ``context.settings.thresholds[name]``. Metrics run in the coordinator,

@@ -6,8 +6,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from cmpx.compare import ComparisonSettings
-from cmpx.model import ModelInfo, TensorSpec
+from cmpx.comparison.compare import ComparisonSettings
+from cmpx.model.info import ModelInfo, TensorSpec
 from cmpx.plugins import PluginSettings
 from cmpx.registry import BackendSpec
 
@@ -48,7 +48,7 @@ class RunPlan:
     save_outputs: str | None = None
     iterations: int | None = None  # known in advance for synthetic data and saved-only comparisons
     mark: Sequence[str] = ()  # intermediate tensors exposed by backends that support marking
-    graph: Any = None  # the model's cmpx.graph.TensorGraph when tensors are marked (for the first divergence)
+    graph: Any = None  # the model's cmpx.model.graph.TensorGraph when tensors are marked (for the first divergence)
     show_unmatched: bool = False
 
     @property

@@ -10,16 +10,16 @@ from typing import Any
 
 from cmpx.argtypes import PerOutput, check_names, check_stat, parse_input_shapes, parse_per_output, \
     parse_val_ranges, quantile, seconds, threshold, tolerance
-from cmpx.compare import SIMPLE, ComparisonSettings
+from cmpx.comparison.compare import SIMPLE, ComparisonSettings
 from cmpx.errors import PluginError, UsageError
-from cmpx.feeds import fit_feeds
+from cmpx.loaders.feeds import fit_feeds
 from cmpx.loaders.options import DataOptions
-from cmpx.model import ModelInfo, TensorSpec, read_model
-from cmpx.pairing import check_reference, instance_names
+from cmpx.model.info import ModelInfo, TensorSpec, read_model
+from cmpx.comparison.pairing import check_reference, instance_names
 from cmpx.plan import BackendPlan, RunPlan, SavedBackend
 from cmpx.plugins import PluginSet, PluginSettings
 from cmpx.registry import BackendSpec
-from cmpx.shapes import resolve_input_shapes
+from cmpx.model.shapes import resolve_input_shapes
 
 DEFAULT_TOLERANCE = 1e-5
 DEFAULT_TIMEOUT_SECONDS = 600.0
@@ -223,8 +223,8 @@ def _marking(request: RunRequest, model: ModelInfo | None, has_saved: bool) -> t
         return None, []
     if not (wants_marks or has_saved):
         return None, []
-    from cmpx.graph import load_structure, tensor_graph
-    from cmpx.marking import expand_words, select_tensors
+    from cmpx.model.graph import load_structure, tensor_graph
+    from cmpx.model.marking import expand_words, select_tensors
 
     graph = tensor_graph(load_structure(model.path))
     if not wants_marks:

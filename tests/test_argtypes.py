@@ -4,8 +4,8 @@ import pytest
 
 from cmpx.argtypes import PerOutput, parse_input_shapes, parse_per_output, parse_val_ranges, tolerance
 from cmpx.errors import UsageError
-from cmpx.model import TensorSpec
-from cmpx.shapes import resolve_input_shapes
+from cmpx.model.info import TensorSpec
+from cmpx.model.shapes import resolve_input_shapes
 
 
 def test_input_shapes_parse_names_with_colons_and_scalars():

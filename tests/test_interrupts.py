@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from cmpx import shm
+from cmpx.transport import shm
 from cmpx.testing.leaks import worker_processes
 from conftest import REPO
 

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from cmpx.report import TextReporter
+from cmpx.reports.text import TextReporter
 
 FAULTS = {
     "segfault": "worker killed by SIGSEGV",

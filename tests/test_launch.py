@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from cmpx import supervisor
+from cmpx.transport import supervisor
 from cmpx.cli.argv import backends_to_run
 from cmpx.plugins import PluginSettings, make_plugin_manager
 from cmpx.testing.leaks import worker_processes

@@ -13,8 +13,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 from cmpx.dtypes import ONNX_STRING, ONNX_TO_NUMPY
 from cmpx.errors import ModelError
-from cmpx.model import ModelInfo, TensorSpec, read_model
-from cmpx.protobuf_wire import WireError, fields
+from cmpx.model.info import ModelInfo, TensorSpec, read_model
+from cmpx.model.wire import WireError, fields
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "models"
 

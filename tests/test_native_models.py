@@ -101,7 +101,7 @@ def test_what_a_native_model_cannot_do_is_refused_with_exit_2(run_cli, tmp_path,
 
 @pytest.mark.parametrize("backend, content, extra, expected", [
     ("toy", "{not json", (), "toy failed during load: json.decoder.JSONDecodeError"),
-    ("toy", None, ("--toy-describe", "wrong-dtype"), "toy failed during load: cmpx.worker.main.WorkerError: "
+    ("toy", None, ("--toy-describe", "wrong-dtype"), "toy failed during load: cmpx.transport.worker.main.WorkerError: "
                                                        "describe(): input 'X' has dtype 'float99'"),
     ("toy", None, ("--toy-describe", "not-specs"), "describe() must return cmpx.TensorSpec objects"),
     ("toy", None, ("--toy-describe", "bad-shape"), "describe(): input 'X' has shape (1.5,); dimensions are integers"),

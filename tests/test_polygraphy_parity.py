@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from cmpx.argtypes import PerOutput
-from cmpx.compare import ComparisonSettings, compare_outputs
+from cmpx.comparison.compare import ComparisonSettings, compare_outputs
 from cmpx_comparators.metrics import ToleranceCheck
 
 polygraphy = pytest.importorskip("polygraphy")

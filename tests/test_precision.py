@@ -46,9 +46,12 @@ def test_fp8_differs_by_more_than_int8_and_both_onnx_runtime_and_the_reference_r
 
 
 def test_the_reference_evaluator_checks_onnx_runtimes_int8_graph(run_cli, models, tmp_path):
+    # At its extended level ONNX Runtime fuses DequantizeLinear-MatMul-QuantizeLinear into QLinearMatMul, which
+    # requantizes in integer arithmetic and may round one step differently (onnxruntime 1.32: 0.014 on the chain's
+    # second iteration); the basic level runs the graph's own Q/DQ ops, as the reference evaluator does.
     for model in (EXAMPLE, models.matmul_chain):
         result = run_cli("run", model, "--backend", "onnxref:int8", "--backend", "onnxrt:int8", "--iterations", "2",
-                         "--save-transformed", tmp_path / "tr")
+                         "--onnxrt-optimization", "basic", "--save-transformed", tmp_path / "tr")
         assert result.exit_code == 0, result.output  # the same int8 graph computes the same numbers on both
     quantized = onnx.load(str(tmp_path / "tr" / "conv.int8.onnx"))
     assert [o.version for o in quantized.opset_import if o.domain in ("", "ai.onnx")] == [19]  # raised from 17

@@ -5,10 +5,10 @@ import io
 import os
 from pathlib import Path
 
-from cmpx import supervisor
+from cmpx.transport import supervisor
 from cmpx.plugins import PluginSettings
-from cmpx.report import TextReporter
-from cmpx.terminal import Progress
+from cmpx.reports.text import TextReporter
+from cmpx.reports.terminal import Progress
 from cmpx.testing.leaks import worker_processes
 from cmpx_trt.build_progress import BuildPhases
 

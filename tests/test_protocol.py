@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cmpx.errors import ProtocolError
-from cmpx.protocol import HEADER, MAX_FRAME, FrameDecoder, encode, read_frame, write_frame
+from cmpx.transport.protocol import HEADER, MAX_FRAME, FrameDecoder, encode, read_frame, write_frame
 
 messages = st.fixed_dictionaries({"op": st.sampled_from(["hello", "ready", "result", "bye"]),
                                   "id": st.integers(0, 2**31)},

@@ -205,7 +205,7 @@ def test_damaged_files_are_usage_errors(run_cli, tmp_path):
 def test_saved_data_streams_one_iteration_at_a_time(tmp_path, monkeypatch):
     from cmpx.loaders.options import DataOptions
     from cmpx.loaders.saved import SavedDataLoader
-    from cmpx.model import TensorSpec
+    from cmpx.model.info import TensorSpec
 
     path = write_run(tmp_path / "in", [{"X": np.full(4, i, np.float32)} for i in range(4)], kind="inputs")
     loaded = []

@@ -5,7 +5,7 @@ import sys
 import numpy as np
 import pytest
 
-from cmpx import shm
+from cmpx.transport import shm
 from cmpx.dtypes import ONNX_TO_NUMPY, numpy_dtype
 
 

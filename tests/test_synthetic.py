@@ -6,7 +6,7 @@ from cmpx.dtypes import ONNX_TO_NUMPY, numpy_dtype
 from cmpx.errors import UsageError
 from cmpx.loaders.options import DataOptions
 from cmpx.loaders.synthetic import SyntheticDataLoader
-from cmpx.model import TensorSpec
+from cmpx.model.info import TensorSpec
 
 
 def feeds(inputs, **options):

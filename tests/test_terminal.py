@@ -6,7 +6,7 @@ import re
 import subprocess
 import sys
 
-from cmpx.terminal import Progress, colour_wanted, paint
+from cmpx.reports.terminal import Progress, colour_wanted, paint
 from conftest import REPO
 
 EXAMPLE = "examples/models/conv.onnx"

@@ -13,7 +13,7 @@ class OnnxrefBackend(Backend):
     def load(self, model_path: str) -> None:
         model = model_path
         if self.marked:
-            from cmpx.graph import exposed_model, model_directory
+            from cmpx.model.graph import exposed_model, model_directory
 
             model = exposed_model(model_path, self.marked)
             onnx.load_external_data_for_model(model, model_directory(model_path))

@@ -31,7 +31,7 @@ class OnnxrtBackend(Backend):
             options.graph_optimization_level = OPTIMIZATION_LEVELS[self.options["optimization"]]
         model: str | bytes = model_path
         if self.marked:  # expose intermediates: the graph in memory, its external weights read from their folder
-            from cmpx.graph import exposed_model, model_directory
+            from cmpx.model.graph import exposed_model, model_directory
 
             model = exposed_model(model_path, self.marked).SerializeToString()
             options.add_session_config_entry(EXTERNAL_DATA_FOLDER, model_directory(model_path))

@@ -121,7 +121,7 @@ class TrtBackend(cmpx.Backend):
     def _mark(self, network) -> None:
         """Mark the ONNX tensors cmpx asks for (--mark-all, --onnx-outputs) and --trt-outputs names and patterns
         (same forms as --onnx-outputs: 'mark all', '*', fnmatch patterns, @file)."""
-        from cmpx.marking import expand_words
+        from cmpx.model.marking import expand_words
 
         patterns = expand_words("--trt-outputs", self.options.get("outputs") or ())
         if not (self.marked or patterns):

@@ -13,7 +13,7 @@ import os
 import sys
 
 from cmpx.cli.argv import backends_to_run
-from cmpx.idle_threads import quiet_idle_threads
+from cmpx.transport.idle_threads import quiet_idle_threads
 
 MAX_SPARES = 8  # more backends than this still run; the rest start once the options are checked
 COMPLETION_VARIABLE = "_CMPX_COMPLETE"  # set by the shell when it asks for completions
@@ -26,7 +26,7 @@ def main() -> None:
     spares = None
     count = 0 if COMPLETION_VARIABLE in os.environ else min(backends_to_run(args), MAX_SPARES)
     if count:
-        from cmpx.supervisor import SpareWorkers, worker_environment
+        from cmpx.transport.supervisor import SpareWorkers, worker_environment
 
         try:
             spares = SpareWorkers(count, worker_environment())

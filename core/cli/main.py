@@ -16,7 +16,7 @@ from cmpx.errors import BackendError, CmpxError, PluginError, UsageError
 from cmpx.plugins import PluginSet, PluginSettings, make_plugin_manager
 
 if TYPE_CHECKING:
-    from cmpx.supervisor import SpareWorkers
+    from cmpx.transport.supervisor import SpareWorkers
 
 EXIT_USAGE, EXIT_BACKEND_FAILED, EXIT_INTERRUPTED = 2, 3, 130
 
@@ -125,8 +125,8 @@ def plugins_command() -> None:
 @click.argument("model", metavar="MODEL")
 def tensors_command(model: str) -> None:
     """List the tensors of MODEL that --onnx-outputs can mark: name, producing node, op type, dtype, shape."""
-    from cmpx.graph import load_structure, tensor_graph
-    from cmpx.model import format_shape, read_model
+    from cmpx.model.graph import load_structure, tensor_graph
+    from cmpx.model.info import format_shape, read_model
     from cmpx.planning import native_format
 
     suffix = native_format(model, list(_plugins(click.get_current_context()).backends))

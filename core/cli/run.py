@@ -230,10 +230,10 @@ def _run(plugins: PluginSet, values: dict[str, Any]) -> int:
     request = dataclasses.replace(request, backend_options=values)  # what is left are the backends' own options
     checked = preflight(request, plugins, settings)
     if plots:
-        from cmpx.plots import check_plotting
+        from cmpx.reports.plots import check_plotting
 
         check_plotting()
-    from cmpx.supervisor import release_workers, start_workers
+    from cmpx.transport.supervisor import release_workers, start_workers
 
     # The workers start now, before anything heavy is imported here, and import their frameworks while this
     # process reads the model and makes data; if that finds a problem they are stopped before loading anything.
@@ -244,14 +244,14 @@ def _run(plugins: PluginSet, values: dict[str, Any]) -> int:
     try:
         described = None
         if checked.model_format is not None:  # a model in its backends' own format: the first one describes it
-            from cmpx.describing import describe_model
+            from cmpx.transport.describing import describe_model
 
             described = describe_model(workers, checked)
         plan, feeds = build_plan(checked, warn=lambda m: click.echo(f"warning: {m}", err=True), scratch=scratch,
                                  described=described)
         from cmpx.execution import RunInterrupted, execute
-        from cmpx.report import TextReporter, exit_code
-        from cmpx.terminal import Progress, colour_wanted
+        from cmpx.reports.text import TextReporter, exit_code
+        from cmpx.reports.terminal import Progress, colour_wanted
     except BaseException:
         release_workers(workers)
         raise
@@ -266,15 +266,15 @@ def _run(plugins: PluginSet, values: dict[str, Any]) -> int:
     reporter.summary(result)
     code = exit_code(result)
     if report_json:
-        from cmpx.report_json import write_json_report
+        from cmpx.reports.json_report import write_json_report
 
         write_json_report(report_json, plan, result, code)
     if junit:
-        from cmpx.report_junit import write_junit_report
+        from cmpx.reports.junit import write_junit_report
 
         write_junit_report(junit, plan, result)
     if plots:
-        from cmpx.plots import write_error_plots
+        from cmpx.reports.plots import write_error_plots
 
         written = write_error_plots(plots, result.pairs)
         click.echo(f"wrote {len(written)} error plot(s) to {plots}")

@@ -6,7 +6,7 @@ import itertools
 from collections.abc import Iterator, Sequence
 
 from cmpx.loaders.options import DataOptions
-from cmpx.model import TensorSpec
+from cmpx.model.info import TensorSpec
 from cmpx.saved.opening import open_saved
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from cmpx.errors import UsageError
 from cmpx.loaders.options import DataOptions
-from cmpx.model import TensorSpec
+from cmpx.model.info import TensorSpec
 
 DEFAULT_FUNCTION = "load_data"
 

@@ -17,7 +17,7 @@ from cmpx.argtypes import ValueRange
 from cmpx.dtypes import is_floating, numpy_dtype
 from cmpx.errors import UsageError
 from cmpx.loaders.options import DataOptions
-from cmpx.model import TensorSpec
+from cmpx.model.info import TensorSpec
 
 DEFAULT_FLOAT_RANGE = ValueRange(0.0, 1.0)
 DEFAULT_INT_RANGE = ValueRange(0, 9)

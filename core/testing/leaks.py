@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from cmpx import shm
+from cmpx.transport import shm
 
 
 def worker_processes(parent: int | None = None) -> list[int]:
@@ -21,8 +21,8 @@ def worker_processes(parent: int | None = None) -> list[int]:
                 state = f.read().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
-        if b"cmpx.worker" in argv and state != "Z":
-            position = argv.index(b"cmpx.worker")  # python -m cmpx.worker FD_IN FD_OUT PARENT_PID
+        if b"cmpx.transport.worker" in argv and state != "Z":
+            position = argv.index(b"cmpx.transport.worker")  # python -m cmpx.transport.worker FD_IN FD_OUT PARENT_PID
             if argv[position + 3:position + 4] == [str(parent).encode()]:
                 found.append(int(entry))
     return found

@@ -45,7 +45,7 @@ class FaultyBackend(cmpx.Backend):
         if os.environ.get(STAMP_ENV):
             with open(os.environ[STAMP_ENV], "w") as stamp:
                 stamp.write(repr(time.time()))
-        out = int(sys.argv[2])  # the worker's frame pipe (python -m cmpx.worker FD_IN FD_OUT PID)
+        out = int(sys.argv[2])  # the worker's frame pipe (python -m cmpx.transport.worker FD_IN FD_OUT PID)
         if kind == "raise":
             raise RuntimeError(f"injected failure during {phase}")
         if kind == "segfault":

@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from cmpx import __version__
-from cmpx.compare import OutputResult, PairResult, group_by_pair
+from cmpx.comparison.compare import OutputResult, PairResult, group_by_pair
 from cmpx.errors import BackendCrashed, BackendError
-from cmpx.terminal import Progress, paint
-from cmpx.validation import NonFinite
+from cmpx.reports.terminal import Progress, paint
+from cmpx.comparison.validation import NonFinite
 
 if TYPE_CHECKING:
     from cmpx.execution import RunResult

@@ -7,7 +7,7 @@ from typing import Any
 
 from cmpx.dtypes import numpy_dtype
 from cmpx.errors import UsageError
-from cmpx.model import TensorSpec
+from cmpx.model.info import TensorSpec
 
 
 def fit_feeds(feeds: Any, inputs: Sequence[TensorSpec], iteration: int, source: str,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from cmpx.compare import Divergence, OutputResult
-from cmpx.graph import TensorGraph
+from cmpx.comparison.compare import Divergence, OutputResult
+from cmpx.model.graph import TensorGraph
 
 
 def first_divergence(graph: TensorGraph, results: Mapping[str, OutputResult]) -> Divergence | None:

@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from cmpx import supervisor
+from cmpx.transport import supervisor
 from cmpx.errors import BackendError
-from cmpx.model import ModelInfo, TensorSpec
+from cmpx.model.info import ModelInfo, TensorSpec
 
 
 def describe_model(workers: Mapping[str, supervisor.Worker], checked: Any) -> ModelInfo:

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from cmpx import __version__
-from cmpx.compare import PairResult, group_by_pair
+from cmpx.comparison.compare import PairResult, group_by_pair
 from cmpx.errors import BackendCrashed, BackendError, BackendTimeout
 from cmpx.execution import RunResult
 from cmpx.plan import RunPlan

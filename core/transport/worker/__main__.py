@@ -1,7 +1,7 @@
 import os
 import sys
 
-from cmpx.worker.main import main
+from cmpx.transport.worker.main import main
 
 code = main(sys.argv[1:])
 # The backend has been closed (or the coordinator is gone): skip interpreter finalization, which tears down numpy

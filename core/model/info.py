@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from cmpx.dtypes import ONNX_STRING, ONNX_TO_NUMPY
 from cmpx.errors import ModelError
-from cmpx.protobuf_wire import WireError, as_int64, fields, integer, message, text
+from cmpx.model.wire import WireError, as_int64, fields, integer, message, text
 
 Dim = int | str | None  # a fixed size, a named dynamic dimension, or an unknown one
 

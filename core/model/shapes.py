@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from cmpx.argtypes import SHAPE_FORM, check_names
 from cmpx.errors import UsageError
-from cmpx.model import TensorSpec
+from cmpx.model.info import TensorSpec
 
 
 def resolve_input_shapes(inputs: Sequence[TensorSpec], overrides: Mapping[str, tuple[int, ...]],

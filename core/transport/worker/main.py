@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from cmpx import protocol, shm
+from cmpx.transport import protocol, shm
 from cmpx.backend import Backend
-from cmpx.worker.parent_watch import die_with_parent
+from cmpx.transport.worker.parent_watch import die_with_parent
 
 
 MAPPING_BUDGET = 1 << 30  # output segments kept mapped between inferences
@@ -182,7 +182,7 @@ def _load_key(message: dict[str, Any]) -> str:
 def _described(specs: Any, kind: str) -> list[list[Any]]:
     """The backend's TensorSpecs as msgpack-able [name, dtype, shape]; anything malformed is the backend's error."""
     from cmpx.dtypes import numpy_dtype
-    from cmpx.model import TensorSpec
+    from cmpx.model.info import TensorSpec
 
     described = []
     for spec in specs:

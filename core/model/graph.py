@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from cmpx.dtypes import ONNX_TO_NUMPY
-from cmpx.model import Dim
+from cmpx.model.info import Dim
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """Start backend workers and wait for their answers, seeing a death the moment it happens.
 
-Each worker is a fresh interpreter (``python -m cmpx.worker``), never a fork of the coordinator, in its own
+Each worker is a fresh interpreter (``python -m cmpx.transport.worker``), never a fork of the coordinator, in its own
 session so that Ctrl-C reaches only the coordinator, which then stops the workers itself. The coordinator
 waits on every worker's pipe and process descriptor (pidfd) at once with one selector, so a crash is noticed
 when it happens, not at the next poll; each request has its own deadline.
@@ -20,9 +20,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from cmpx import protocol
+from cmpx.transport import protocol
 from cmpx.errors import BackendCrashed, BackendError, BackendTimeout, ProtocolError, RemoteTraceback
-from cmpx.idle_threads import quiet_idle_threads
+from cmpx.transport.idle_threads import quiet_idle_threads
 
 KILL_GRACE_SECONDS = 2.0
 PROGRESS_TICK_SECONDS = 0.25
@@ -76,7 +76,7 @@ def spawn_worker(env: dict[str, str] | None = None) -> Worker:
     log = tempfile.TemporaryFile(prefix="cmpx-worker-")
     try:
         process = subprocess.Popen(
-            [sys.executable, "-m", "cmpx.worker", str(child_in), str(child_out), str(os.getpid())],
+            [sys.executable, "-m", "cmpx.transport.worker", str(child_in), str(child_out), str(os.getpid())],
             pass_fds=(child_in, child_out), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
             start_new_session=True, env=env, close_fds=True)
     except BaseException:
