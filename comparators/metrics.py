@@ -6,7 +6,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from cmpx.comparison.compare import CHECK_STATS, ComparisonContext, MetricResult
+from cmpx.comparison.compare import CHECK_STATS, ComparisonContext
+from cmpx.results import MetricResult
 
 
 def _stats(context: ComparisonContext) -> Any:

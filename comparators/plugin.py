@@ -1,4 +1,5 @@
-"""Registers the built-in metrics, exactly as a third-party plugin would."""
+"""Registers the built-in metrics, exactly as a third-party plugin would. The tolerance check is the default:
+a run without --compare uses it."""
 
 from cmpx.hookspecs import hookimpl
 from cmpx_comparators.metrics import builtin_metrics
@@ -7,4 +8,4 @@ from cmpx_comparators.metrics import builtin_metrics
 @hookimpl
 def register_metrics(registry):
     for metric in builtin_metrics():
-        registry.add(metric)
+        registry.add(metric, default=metric.name == "simple")

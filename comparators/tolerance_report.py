@@ -8,7 +8,8 @@ import math
 
 import numpy as np
 
-from cmpx.comparison.compare import MetricResult, OutputSettings
+from cmpx.comparison.compare import OutputSettings
+from cmpx.results import MetricResult
 from cmpx_comparators.errors import ErrorStats, Summary
 
 HISTOGRAM_WIDTH = 30

@@ -1,8 +1,15 @@
 """cmpx: compare one model's outputs across inference frameworks.
 
-Plugin authors need only what is exported here: ``hookimpl`` to mark hook implementations, ``Backend`` to
-subclass, ``BackendOption`` to declare backend-specific command-line options, and ``TensorSpec`` for a backend
-that describes models in its own format.
+Running comparisons from Python: ``cmpx.run(model, backends=[...], **options)`` returns a ``cmpx.Report``;
+errors are ``cmpx.UsageError`` (and ``ModelError``, ``PluginError``), ``cmpx.BackendFailed``,
+``cmpx.RunInterrupted``; ``cmpx.ExitCode`` names the exit codes. See docs/api.md.
+
+Writing plugins: ``hookimpl`` marks hook implementations, ``Backend`` is the class a backend subclasses,
+``BackendOption`` declares a backend's own options, ``TensorSpec`` describes a model in a backend's own format,
+``MetricResult`` and ``ComparisonContext`` are what a metric returns and receives. See docs/plugins.md.
+
+Everything but ``Backend`` is imported on first use: a worker process that only runs a backend needs neither
+pluggy nor the comparison code.
 """
 
 from typing import TYPE_CHECKING, Any
@@ -10,27 +17,34 @@ from typing import TYPE_CHECKING, Any
 from cmpx.backend import Backend
 
 if TYPE_CHECKING:
+    from cmpx.api import run
+    from cmpx.comparison.compare import ComparisonContext
+    from cmpx.errors import BackendCrashed, BackendFailed, BackendTimeout, CmpxError, ExitCode, ModelError, \
+        PluginError, RunInterrupted, UsageError
     from cmpx.hookspecs import hookimpl
     from cmpx.model.info import TensorSpec
     from cmpx.registry import BackendOption
+    from cmpx.report import Report
+    from cmpx.results import MetricResult
 
 __version__ = "0.1.0"
 
-__all__ = ["Backend", "BackendOption", "TensorSpec", "hookimpl", "__version__"]
+_LAZY = {
+    "run": "cmpx.api", "Report": "cmpx.report", "hookimpl": "cmpx.hookspecs", "BackendOption": "cmpx.registry",
+    "TensorSpec": "cmpx.model.info", "MetricResult": "cmpx.results", "ComparisonContext": "cmpx.comparison.compare",
+    **dict.fromkeys(("CmpxError", "UsageError", "ModelError", "PluginError", "BackendFailed", "BackendCrashed",
+                     "BackendTimeout", "RunInterrupted", "ExitCode"), "cmpx.errors"),
+}
+
+__all__ = ["Backend", "BackendCrashed", "BackendFailed", "BackendOption", "BackendTimeout", "CmpxError",
+           "ComparisonContext", "ExitCode", "MetricResult", "ModelError", "PluginError", "Report", "RunInterrupted",
+           "TensorSpec", "UsageError", "__version__", "hookimpl", "run"]
 
 
 def __getattr__(name: str) -> Any:
-    # Loaded on first use: a worker that only runs a Backend needs neither pluggy nor the registry.
-    if name == "hookimpl":
-        from cmpx.hookspecs import hookimpl
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'cmpx' has no attribute {name!r}")
+    import importlib
 
-        return hookimpl
-    if name == "BackendOption":
-        from cmpx.registry import BackendOption
-
-        return BackendOption
-    if name == "TensorSpec":
-        from cmpx.model.info import TensorSpec
-
-        return TensorSpec
-    raise AttributeError(f"module 'cmpx' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

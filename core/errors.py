@@ -1,39 +1,68 @@
-"""The exceptions cmpx raises. The CLI boundary turns them into messages and exit codes."""
+"""The exceptions cmpx raises and the exit codes they stand for. The CLI boundary turns them into messages and
+exit codes; the Python API (``cmpx.run``) lets them propagate."""
 
 from __future__ import annotations
+
+from enum import IntEnum
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from cmpx.report import Report
+
+
+class ExitCode(IntEnum):
+    """What ``cmpx`` exits with, and what ``Report.exit_code`` says. Defined here and nowhere else."""
+
+    PASSED = 0  # every compared output passed
+    MISMATCH = 1  # at least one output mismatched, or --validate found NaN/Inf, or nothing was compared
+    USAGE = 2  # bad usage or input, found before any inference
+    BACKEND_FAILED = 3  # a backend failed (error, crash, timeout); the others were still compared
+    INTERNAL = 4  # a bug or an environment cmpx did not foresee: never read as a verdict
+    INTERRUPTED = 130  # Ctrl-C, SIGTERM or SIGHUP: workers stopped, shared memory released
 
 
 class CmpxError(Exception):
     """Base of every error cmpx raises on purpose."""
 
+    exit_code = ExitCode.INTERNAL
+
 
 class UsageError(CmpxError):
-    """Something the user typed is wrong; found before any inference (exit 2)."""
+    """Something the user typed or gave is wrong; found before any inference (exit 2)."""
+
+    exit_code = ExitCode.USAGE
 
 
 class ModelError(UsageError):
     """The model file is missing, unreadable or not a model cmpx can use (exit 2)."""
 
 
-class PluginError(CmpxError):
-    """A plugin failed to load, registered something invalid, or clashes with another plugin."""
+class PluginError(UsageError):
+    """A plugin failed to load, registered something invalid, clashes with another plugin, or an essential plugin
+    was blocked (exit 2 when the run needs it)."""
 
 
 class ProtocolError(CmpxError):
-    """A worker sent something that is not a valid frame or message."""
+    """A worker sent something that is not a valid frame or message (reported as that backend's failure)."""
 
 
-class BackendError(CmpxError):
-    """A backend failed in its worker: an exception, a crash, a timeout or a protocol error.
+class BackendFailed(CmpxError):
+    """A backend failed in its worker: an exception, a crash, a timeout or a protocol error (exit 3).
 
     ``backend`` is the backend's run name, ``phase`` one of start/load/infer/close.
     """
+
+    exit_code = ExitCode.BACKEND_FAILED
 
     def __init__(self, backend: str, phase: str, message: str):
         super().__init__(f"{backend} failed during {phase}: {message}")
         self.backend = backend
         self.phase = phase
         self.detail = message
+        self.remote_type: str | None = None  # the exception type raised in the worker, if it raised
+
+
+BackendError = BackendFailed  # the name used before the public API existed
 
 
 class RemoteTraceback(Exception):
@@ -47,21 +76,37 @@ class RemoteTraceback(Exception):
         return self.text
 
 
-class BackendCrashed(BackendError):
+class BackendCrashed(BackendFailed):
     """The worker process died without saying goodbye (signal or exit code)."""
 
     def __init__(self, backend: str, phase: str, *, exit_code: int | None, signal_name: str | None,
                  stderr_tail: str):
         how = f"killed by {signal_name}" if signal_name else f"exited with code {exit_code}"
         super().__init__(backend, phase, f"worker {how}")
-        self.exit_code = exit_code
+        self.worker_exit_code = exit_code
         self.signal_name = signal_name
         self.stderr_tail = stderr_tail
 
 
-class BackendTimeout(BackendError):
+class BackendTimeout(BackendFailed):
     """The worker did not answer within the deadline and was stopped."""
 
     def __init__(self, backend: str, phase: str, seconds: float):
         super().__init__(backend, phase, f"no answer within {seconds:g} s (--timeout); worker stopped")
         self.seconds = seconds
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C, SIGTERM or SIGHUP during a run, raised after cleanup; ``report`` holds what finished."""
+
+    exit_code = ExitCode.INTERRUPTED
+
+    def __init__(self, report: Report | None = None):
+        super().__init__()
+        self.report = report
+
+
+def exit_code_of(exc: BaseException) -> ExitCode:
+    """The exit code an exception stands for; anything cmpx did not raise on purpose is INTERNAL."""
+    code: Any = getattr(exc, "exit_code", None)
+    return code if isinstance(code, ExitCode) else ExitCode.INTERNAL

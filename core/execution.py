@@ -1,58 +1,28 @@
-"""Run one comparison: start a worker per backend, load in parallel, feed every iteration through shared
-memory, add saved runs, compare each iteration's outputs as they arrive, save what was asked, and clean up on
-every exit path."""
+"""Execute a run's plan: load every backend in parallel, feed every iteration through shared memory, add saved
+runs, compare each iteration's outputs as they arrive, save what was asked, and clean up on every exit path."""
 
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
-from cmpx.transport import shm, supervisor
-from cmpx.transport.supervisor import release_workers, start_workers
-from cmpx.comparison.compare import PairResult, compare_tensor
+from cmpx.comparison.compare import compare_tensor
 from cmpx.comparison.divergence import first_divergence
-from cmpx.dtypes import numpy_dtype
-from cmpx.errors import BackendError
-from cmpx.loaders.feeds import feeds_digest
 from cmpx.comparison.pairing import comparison_pairs
+from cmpx.comparison.validation import find_non_finite
+from cmpx.dtypes import numpy_dtype
+from cmpx.errors import BackendFailed
+from cmpx.loaders.feeds import feeds_digest
 from cmpx.plan import RunPlan
+from cmpx.reports.reporter import Reporter
+from cmpx.results import PairResult, RunResult
 from cmpx.saved.cmpx_format import RunWriter
-from cmpx.comparison.validation import NonFinite, find_non_finite
+from cmpx.transport import shm, supervisor
 
 CLOSE_TIMEOUT_SECONDS = 10.0
 MAPPING_BUDGET = 768 << 20  # an iteration's outputs up to this size stay mapped between iterations
-
-
-@dataclass
-class RunResult:
-    pairs: list[PairResult] = field(default_factory=list)
-    non_finite: list[NonFinite] = field(default_factory=list)  # found by --validate
-    stopped_early: bool = False  # --fail-fast
-    failures: dict[str, BackendError] = field(default_factory=dict)
-    load_seconds: dict[str, float] = field(default_factory=dict)
-    infer_seconds: dict[str, list[float]] = field(default_factory=dict)
-    iterations: int = 0
-
-
-class RunInterrupted(KeyboardInterrupt):
-    """Ctrl-C or SIGTERM during a run, raised after cleanup; carries what was finished."""
-
-    def __init__(self, result: RunResult):
-        super().__init__()
-        self.result = result
-
-
-class Reporter(Protocol):
-    def loaded(self, backend: str, seconds: float) -> None: ...
-    def backend_failed(self, error: BackendError) -> None: ...
-    def pair_compared(self, pair: PairResult) -> None: ...
-    def non_finite(self, finding: NonFinite) -> None: ...
-    def warning(self, message: str) -> None: ...
-    def waiting(self, phase: str, pending: list[str], elapsed: float, status: dict[str, str]) -> None: ...
-    def worker_output(self, backend: str, text: str) -> None: ...
 
 
 @dataclass
@@ -69,54 +39,31 @@ class _Run:
     mappings: shm.MappingCache = field(default_factory=lambda: shm.MappingCache(MAPPING_BUDGET))
 
 
-
-
 def execute(plan: RunPlan, feeds: Iterator[Mapping[str, Any]] | None, reporter: Reporter,
-            workers: dict[str, supervisor.Worker] | None = None) -> RunResult:
-    """Run ``plan`` over ``feeds`` (one mapping per iteration; None when only saved runs are compared), with
-    ``workers`` from ``start_workers`` (started here if None).
+            workers: Mapping[str, supervisor.Worker], result: RunResult) -> RunResult:
+    """Run ``plan`` over ``feeds`` (one mapping per iteration; None when only saved runs are compared) on
+    ``workers`` (one per live backend, just assigned), recording into ``result`` as it goes: an interrupted run
+    keeps everything that finished. Closes the workers when done, but does not release them (their owner does).
 
-    Never leaves a worker, a segment or an open file behind.
+    Never leaves a segment or an open file behind.
     """
     shm.sweep_orphans()
-    run = _Run(plan, reporter, RunResult(), shm.new_run_prefix())
-    if workers is None:
-        workers = start_workers(plan.backends, plan.plugin_settings)
-    run.workers.update(workers)
-    try:
-        _execute(run, feeds)
-    except KeyboardInterrupt:
-        raise RunInterrupted(run.result) from None
-    return run.result
-
-
-def _execute(run: _Run, feeds: Iterator[Mapping[str, Any]] | None) -> None:
-    plan = run.plan
-    model_path = plan.model.path if plan.model else None
+    run = _Run(plan, reporter, result, shm.new_run_prefix(), dict(workers))
     with contextlib.ExitStack() as cleanup:
         cleanup.callback(shm.sweep, run.prefix)
         cleanup.callback(run.inputs.close)
         cleanup.callback(run.mappings.close)
+        model_path = plan.model.path if plan.model else None
         if plan.save_inputs:
             run.inputs_writer = RunWriter(plan.save_inputs, "inputs", model_path)
             cleanup.callback(run.inputs_writer.close)
         if plan.save_outputs:
             run.outputs_writer = RunWriter(plan.save_outputs, "outputs", model_path)
             cleanup.callback(run.outputs_writer.close)
-        cleanup.callback(release_workers, run.workers)
-        cleanup.callback(_show_worker_output, run)  # runs first: the logs close with the workers
         _start_and_load(run)
         _iterate(run, feeds)
         _close_workers(run)
-
-
-def _show_worker_output(run: _Run) -> None:
-    """Hand the reporter what each worker printed (framework warnings, the backend's own prints)."""
-    for name, worker in run.workers.items():
-        if not worker.closed:
-            text = worker.stderr_text().strip()
-            if text:
-                run.reporter.worker_output(name, text)
+    return result
 
 
 def _iterate(run: _Run, feeds: Iterator[Mapping[str, Any]] | None) -> None:
@@ -188,7 +135,7 @@ def _start_and_load(run: _Run) -> None:
         ids[backend.name] = worker.next_id()
         mark = plan.mark if backend.spec.supports_marking else ()
         supervisor.send(worker, supervisor.load_request("load", ids[backend.name], backend, backend.model_path or
-                                                        plan.model.path, mark, plan.plugin_settings), "load")
+                                                        plan.model.path, mark), "load")
     replies = supervisor.wait_replies(run.workers.values(), "ready", "load", plan.timeouts, ids,
                                       on_wait=_progress(run, "loading"))
     for name, reply in _collect(run, replies).items():
@@ -211,7 +158,7 @@ def _collect(run: _Run, replies: Mapping[str, Any]) -> dict[str, dict[str, Any]]
     """Record the failures among ``replies``; return the successful ones."""
     ok = {}
     for name, reply in replies.items():
-        if isinstance(reply, BackendError):
+        if isinstance(reply, BackendFailed):
             if name not in run.result.failures:
                 run.result.failures[name] = reply
                 run.reporter.backend_failed(reply)
@@ -262,7 +209,7 @@ def _receive(run: _Run, inflight: _Inflight) -> dict[str, TensorSource]:
     for name in run.workers:  # command-line order
         if name in replies:
             sources[name] = TensorSource(descriptors={d["name"]: d for d in replies[name]["outputs"]})
-            run.result.infer_seconds.setdefault(name, []).append(replies[name]["seconds"])
+            run.result.add_timing(name, replies[name]["seconds"])
     if sum(source.nbytes for source in sources.values()) <= run.mappings.budget:
         for source in sources.values():  # small enough to keep mapped: the next iterations map nothing
             source.mappings = run.mappings
@@ -303,7 +250,7 @@ def _compare_iteration(run: _Run, inflight: _Inflight, sources: dict[str, Tensor
     for pair in pairs:
         if plan.graph is not None:
             pair.first_divergence = first_divergence(plan.graph, {o.output: o for o in pair.outputs})
-        run.result.pairs.append(pair)
+        run.result.add_pair(pair)
         run.reporter.pair_compared(pair)
 
 

@@ -14,8 +14,8 @@ and .../entry-points/.
 
 from __future__ import annotations
 
-import importlib
 import os
+import pkgutil
 import re
 import sys
 from collections.abc import Iterator, Sequence
@@ -43,11 +43,7 @@ class EntryPoint:
         match = _OBJECT_REFERENCE.match(self.value)
         if match is None:
             raise ValueError(f"entry point {self.name!r} of {self.dist.name}: {self.value!r} is not module:attr")
-        target: Any = importlib.import_module(match["module"])
-        attribute = match["attr"]
-        for part in attribute.split(".") if attribute else ():
-            target = getattr(target, part)
-        return target
+        return pkgutil.resolve_name(match["module"] + (f":{match['attr']}" if match["attr"] else ""))
 
 
 def distributions(paths: Sequence[str] | None = None) -> list[Distribution] | None:
@@ -58,17 +54,33 @@ def distributions(paths: Sequence[str] | None = None) -> list[Distribution] | No
     return None if folders is None else [_distribution(folder) for folder in folders.values()]
 
 
-def entry_points(group: str, paths: Sequence[str] | None = None) -> list[EntryPoint] | None:
-    """Every entry point of ``group``, distribution by distribution; None where this reader cannot tell."""
+def entry_points(group: str, paths: Sequence[str] | None = None) -> list[EntryPoint]:
+    """Every entry point of ``group``, distribution by distribution, read from the files; where this reader cannot
+    tell (module docstring), from importlib.metadata."""
     folders = _info_folders(paths)
     if folders is None:
-        return None
+        return _entry_points_from_importlib(group)
     found = []
     for folder in folders.values():
         pairs = list(_section(_read(os.path.join(folder, "entry_points.txt")) or "", group))
         if pairs:
             dist = _distribution(folder)
             found.extend(EntryPoint(name, value, dist) for name, value in pairs)
+    return found
+
+
+def _entry_points_from_importlib(group: str) -> list[EntryPoint]:
+    from importlib import metadata
+
+    described: dict[int, Distribution] = {}  # a distribution's METADATA is parsed once, not per entry point
+    found = []
+    for entry_point in metadata.entry_points(group=group):
+        dist = getattr(entry_point, "dist", None)
+        if dist is not None and id(dist) not in described:
+            headers = dist.metadata
+            described[id(dist)] = Distribution(headers["Name"] or "", headers["Version"] or "", "")
+        found.append(EntryPoint(entry_point.name, entry_point.value,
+                                described[id(dist)] if dist is not None else Distribution("", "", "")))
     return found
 
 

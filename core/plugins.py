@@ -11,7 +11,7 @@ from typing import Any
 
 import pluggy
 
-from cmpx import hookspecs
+from cmpx import __version__, hookspecs, installed
 from cmpx.errors import PluginError
 from cmpx.registry import BackendRegistry, DataLoaderRegistry, MetricRegistry, Provenance, TransformRegistry
 
@@ -78,15 +78,26 @@ class PluginSet:
         return [f for f in self.failures if f.plugin == plugin]
 
 
+# Plugins the core cannot run without, as pytest has its essential plugins: the default comparison and the default
+# data. They load even with CMPX_DISABLE_PLUGIN_AUTOLOAD=1, and ``-p no:NAME`` cannot block them.
+ESSENTIAL_PLUGINS = {"metrics": "cmpx_comparators.plugin", "synthetic": "cmpx.loaders.plugin"}
+
+
 def make_plugin_manager(*, autoload: bool = True, extra: Iterable[Any] = (), blocked: Iterable[str] = (),
                         trace: bool | None = None) -> PluginSet:
     """Build a fresh plugin manager and fill the registries.
 
     ``autoload`` loads every entry point of group ``cmpx`` (the built-ins included); ``extra`` holds module
-    names (as given to ``-p``) or plugin objects to register as well; ``blocked`` names plugins never to load.
-    A plugin that fails to import, implements an unknown hook or raises while registering is recorded in
-    ``failures`` under its name; the others load normally.
+    names (as given to ``-p``) or plugin objects to register as well; ``blocked`` names plugins never to load,
+    and raises PluginError if it names an essential plugin. A plugin that fails to import, implements an unknown
+    hook or raises while registering is recorded in ``failures`` under its name; the others load normally.
     """
+    blocked = list(blocked)
+    essential = [name for name in blocked if name in ESSENTIAL_PLUGINS or name in ESSENTIAL_PLUGINS.values()]
+    if essential:
+        raise PluginError(f"-p no:{essential[0]}: plugin {essential[0]!r} is essential to cmpx (it provides the "
+                          "default comparison or data) and cannot be blocked; block other plugins, or choose "
+                          "metrics with --compare and data with --data-loader")
     pm = pluggy.PluginManager(hookspecs.PROJECT)
     pm.add_hookspecs(hookspecs)
     plugins = PluginSet(pm)
@@ -94,11 +105,15 @@ def make_plugin_manager(*, autoload: bool = True, extra: Iterable[Any] = (), blo
         pm.set_blocked(name)
     if trace if trace is not None else bool(os.environ.get(TRACE_ENV)):
         _trace_hook_calls(pm)
-    if autoload:
-        for entry_point in _sorted_entry_points():
-            if pm.is_blocked(entry_point.name) or entry_point.name in plugins.provenance:
-                continue
-            _register(plugins, entry_point.name, entry_point.label, entry_point.load)
+    found = _sorted_entry_points() if autoload else []
+    loaded = {entry_point.name for entry_point in found}
+    for name, module in ESSENTIAL_PLUGINS.items():
+        if name not in loaded:
+            _register(plugins, name, f"{BUILTIN_DIST} {__version__}", lambda module=module: importlib.import_module(module))
+    for entry_point in found:
+        if pm.is_blocked(entry_point.name) or entry_point.name in plugins.provenance:
+            continue
+        _register(plugins, entry_point.name, f"{entry_point.dist.name} {entry_point.dist.version}", entry_point.load)
     for item in extra:
         if isinstance(item, str):
             if not pm.is_blocked(item):
@@ -111,45 +126,13 @@ def make_plugin_manager(*, autoload: bool = True, extra: Iterable[Any] = (), blo
     return plugins
 
 
-@dataclass(frozen=True)
-class _Found:
-    """An entry point of the cmpx group, whichever reader found it."""
-
-    name: str
-    value: str
-    load: Any  # () -> the plugin object
-    dist_name: str
-    label: str | None  # "name version" of its distribution
-
-
-def _sorted_entry_points() -> list[_Found]:
+def _sorted_entry_points() -> list[installed.EntryPoint]:
     """Each entry point of the group once; built-ins first, so a third-party plugin that reuses a built-in name is
-    the one reported as clashing. Read with cmpx.installed (fast); importlib.metadata where that cannot tell."""
-    rows = _read_entry_points()
-    unique: dict[tuple[str, str], _Found] = {}
-    for row in rows:
-        unique.setdefault((row.name, row.value), row)
-    return sorted(unique.values(), key=lambda row: (row.dist_name != BUILTIN_DIST, row.dist_name, row.name))
-
-
-def _read_entry_points() -> list[_Found]:
-    from cmpx import installed
-
-    found = installed.entry_points(ENTRY_POINT_GROUP)
-    if found is not None:
-        return [_Found(ep.name, ep.value, ep.load, ep.dist.name, f"{ep.dist.name} {ep.dist.version}") for ep in found]
-    from importlib import metadata
-
-    described: dict[int, tuple[str, str]] = {}  # a distribution's METADATA is parsed once, not per use
-    rows = []
-    for entry_point in metadata.entry_points(group=ENTRY_POINT_GROUP):
-        dist = getattr(entry_point, "dist", None)
-        if dist is not None and id(dist) not in described:
-            headers = dist.metadata
-            described[id(dist)] = (headers["Name"] or "", f"{headers['Name']} {headers['Version']}")
-        name, label = described[id(dist)] if dist is not None else ("", None)
-        rows.append(_Found(entry_point.name, entry_point.value, entry_point.load, name, label))
-    return rows
+    the one reported as clashing."""
+    unique: dict[tuple[str, str], installed.EntryPoint] = {}
+    for entry_point in installed.entry_points(ENTRY_POINT_GROUP):
+        unique.setdefault((entry_point.name, entry_point.value), entry_point)
+    return sorted(unique.values(), key=lambda ep: (ep.dist.name != BUILTIN_DIST, ep.dist.name, ep.name))
 
 
 def _register(plugins: PluginSet, name: str, dist: str | None, load: Any, requested: bool = False) -> None:

@@ -43,6 +43,7 @@ class BackendOption:
     flag: str | None = None  # a flag users already know (Polygraphy's --save-engine) instead of the generated one
     is_flag: bool = False
     type: type = str
+    marks: bool = False  # its value selects tensors to mark (like --onnx-outputs), e.g. --trt-outputs
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,8 @@ class BackendSpec:
     options: tuple[BackendOption, ...] = ()
     supports_marking: bool = False
     model_formats: tuple[str, ...] = ()  # suffixes of model files it loads besides ONNX (".engine", ".xml")
+    precision_flags: tuple[str, ...] = ()  # transforms that --fp16/--bf16/--int8/--fp8 give it (Polygraphy's flags)
+    marking_changes_fusion: bool = False  # marked tensors change what it computes (TensorRT's layer fusion)
     provenance: Provenance = field(default=Provenance("?"), compare=False)
 
     def flag(self, option: BackendOption) -> str:
@@ -65,8 +68,8 @@ class BackendSpec:
 
 
 @dataclass(frozen=True)
-class FactorySpec:
-    """Something registered as a factory that runs in the coordinator: a data loader or a model transform."""
+class TransformSpec:
+    """A model transform; ``factory(options)`` runs in the coordinator."""
 
     name: str
     factory: Callable[..., Any]
@@ -74,21 +77,34 @@ class FactorySpec:
     provenance: Provenance = field(default=Provenance("?"), compare=False)
 
 
-DataLoaderSpec = FactorySpec
-TransformSpec = FactorySpec
+@dataclass(frozen=True)
+class DataLoaderSpec:
+    """A data loader; ``factory(options)`` runs in the coordinator. ``generates``: it makes data for the shapes
+    it is given (so dynamic dimensions must be fixed first) and runs one iteration unless asked for more, rather
+    than reading a given number of feeds; ``default``: used when no option selects a loader; ``selected_by``: the
+    run option that selects it (``load_inputs``)."""
+
+    name: str
+    factory: Callable[..., Any]
+    description: str = ""
+    provenance: Provenance = field(default=Provenance("?"), compare=False)
+    generates: bool = False
+    default: bool = False
+    selected_by: str | None = None
 
 
 @dataclass(frozen=True)
 class MetricSpec:
+    """A metric; ``default`` metrics run when --compare is not given."""
+
     name: str
     metric: Any
     description: str = ""
     provenance: Provenance = field(default=Provenance("?"), compare=False)
+    default: bool = False
 
 
-
-
-T = TypeVar("T", BackendSpec, FactorySpec, MetricSpec)
+T = TypeVar("T", BackendSpec, DataLoaderSpec, TransformSpec, MetricSpec)
 
 
 class _Registry(Generic[T]):
@@ -146,11 +162,15 @@ class BackendRegistry(_Registry[BackendSpec]):
     kind = "backend"
 
     def add(self, name: str, target: str, *, description: str = "", options: Sequence[BackendOption] = (),
-            supports_marking: bool = False, model_formats: Sequence[str] = ()) -> None:
+            supports_marking: bool = False, model_formats: Sequence[str] = (), precision_flags: Sequence[str] = (),
+            marking_changes_fusion: bool = False) -> None:
         """Register backend ``name`` implemented by the class at ``target`` ("package.module:Class").
 
         ``model_formats``: suffixes of model files in the backend's own format that it loads directly (".engine",
-        ".xml"); its class must then implement ``describe()``, since cmpx reads only ONNX models itself."""
+        ".xml"); its class must then implement ``describe()``, since cmpx reads only ONNX models itself.
+        ``precision_flags``: the transforms (``fp16``...) that the run-wide flags ``--fp16``... give this backend,
+        as Polygraphy's users expect of TensorRT. ``marking_changes_fusion``: marking tensors changes what the
+        backend computes, so cmpx warns when a run marks tensors on it."""
         if not isinstance(target, str) or not _TARGET.match(target):
             raise PluginError(f"backend {name!r}: target {target!r} must look like 'package.module:ClassName'")
         if isinstance(model_formats, str):
@@ -169,38 +189,57 @@ class BackendRegistry(_Registry[BackendSpec]):
             if option.type not in (str, int, float):
                 raise PluginError(f"backend {name!r}: option {option.name!r} has type {option.type!r}; use str, int "
                                   "or float")
+        if isinstance(precision_flags, str):
+            precision_flags = (precision_flags,)
         self._add(BackendSpec(name, target, description, tuple(options), supports_marking, tuple(model_formats),
-                              self._stamp()))
+                              tuple(precision_flags), marking_changes_fusion, self._stamp()))
 
 
-class _FactoryRegistry(_Registry[T]):
-    """A registry of named factories that run in the coordinator (data loaders, model transforms)."""
-
-    spec: Any = None
-
-    def add(self, name: str, factory: Callable[..., Any], *, description: str = "") -> None:
-        """Register ``name``; ``factory(options)`` builds it in the coordinator when a run uses it."""
-        if not callable(factory):
-            raise PluginError(f"{self.kind} {name!r}: factory {factory!r} is not callable")
-        self._add(self.spec(name, factory, description, self._stamp()))
+def _check_factory(kind: str, name: str, factory: Any) -> None:
+    if not callable(factory):
+        raise PluginError(f"{kind} {name!r}: factory {factory!r} is not callable")
 
 
-class DataLoaderRegistry(_FactoryRegistry[DataLoaderSpec]):
+class DataLoaderRegistry(_Registry[DataLoaderSpec]):
     kind = "data loader"
-    spec = DataLoaderSpec
+
+    def add(self, name: str, factory: Callable[..., Any], *, description: str = "", generates: bool = False,
+            default: bool = False, selected_by: str | None = None) -> None:
+        """Register data loader ``name``; ``factory(options)`` builds it in the coordinator when a run uses it.
+        ``generates``, ``default`` and ``selected_by`` (a run option's name, such as ``load_inputs``) are
+        described on :class:`DataLoaderSpec`."""
+        _check_factory(self.kind, name, factory)
+        if selected_by is not None:
+            from cmpx.run_options import BY_NAME
+
+            if selected_by not in BY_NAME:
+                raise PluginError(f"data loader {name!r}: selected_by {selected_by!r} is not a run option")
+        self._add(DataLoaderSpec(name, factory, description, self._stamp(), generates, default, selected_by))
+
+    def defaults(self) -> list[DataLoaderSpec]:
+        return [spec for spec in self if spec.default]
 
 
 class MetricRegistry(_Registry[MetricSpec]):
     kind = "metric"
 
-    def add(self, metric: Any, *, description: str = "") -> None:
-        """Register ``metric``: an object with a ``name`` and a ``compare(context)`` method."""
+    def add(self, metric: Any, *, description: str = "", default: bool = False) -> None:
+        """Register ``metric``: an object with a ``name`` and a ``compare(context)`` method. ``default`` metrics run
+        when the user selects none with --compare."""
         if not callable(getattr(metric, "compare", None)):
             raise PluginError(f"metric {metric!r} has no compare() method")
         description = description or getattr(metric, "description", "") or (metric.__doc__ or "").strip()
-        self._add(MetricSpec(getattr(metric, "name", None), metric, description.split("\n")[0], self._stamp()))
+        self._add(MetricSpec(getattr(metric, "name", None), metric, description.split("\n")[0], self._stamp(),
+                             default))
+
+    def defaults(self) -> list[MetricSpec]:
+        return [spec for spec in self if spec.default]
 
 
-class TransformRegistry(_FactoryRegistry[TransformSpec]):
+class TransformRegistry(_Registry[TransformSpec]):
     kind = "model transform"
-    spec = TransformSpec
+
+    def add(self, name: str, factory: Callable[..., Any], *, description: str = "") -> None:
+        """Register transform ``name``; ``factory(options)`` builds it in the coordinator when a run uses it."""
+        _check_factory(self.kind, name, factory)
+        self._add(TransformSpec(name, factory, description, self._stamp()))

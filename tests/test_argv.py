@@ -1,8 +1,10 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cmpx.cli.argv import expand_multi_values, option_values
-from cmpx.cli.run import MULTI_VALUE
+from cmpx.cli.argv import expand_multi_values
+from cmpx.cli.run import multi_value_options
+
+MULTI_VALUE = multi_value_options()
 
 
 def test_several_values_after_one_flag_become_repeated_flags():
@@ -22,11 +24,6 @@ def test_negative_numbers_are_values_and_double_dash_stops():
     assert expand_multi_values(["--val-range", "[-1,1]", "x:[-2,2]"], MULTI_VALUE) == [
         "--val-range", "[-1,1]", "--val-range", "x:[-2,2]"]
     assert expand_multi_values(["--atol", "1", "--", "2"], MULTI_VALUE) == ["--atol", "1", "--", "2"]
-
-
-def test_option_values_finds_every_spelling():
-    args = ["-p", "a", "-pb", "--plugin", "c", "--plugin=d", "run", "--", "-p", "e"]
-    assert option_values(args, "-p", "--plugin") == ["a", "b", "c", "d"]
 
 
 @given(st.lists(st.sampled_from(["--atol", "1e-3", "o:1", "m.onnx", "--backend", "x", "-5", "--"]), max_size=12))

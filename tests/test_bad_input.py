@@ -1,7 +1,6 @@
 """Every malformed input gets a short error (one or two lines) that names the problem and the fix, exit code 2,
 before any backend starts, and no traceback unless --debug."""
 
-import shutil
 from pathlib import Path
 
 import pytest

@@ -83,5 +83,5 @@ def test_what_it_cannot_read_is_left_to_importlib_metadata(tmp_path, monkeypatch
 
     monkeypatch.setattr(sys, "meta_path", [*sys.meta_path, CustomFinder()])
     assert installed.distributions() is None
-    assert installed.entry_points("cmpx") is None
+    assert {ep.name for ep in installed.entry_points("cmpx")} >= {"onnxrt", "metrics"}  # read by importlib.metadata
     assert installed.version(["pytest"]) == metadata.version("pytest")  # answered by importlib.metadata

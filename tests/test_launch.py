@@ -9,10 +9,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from cmpx.transport import supervisor
-from cmpx.cli.argv import backends_to_run
+from cmpx.cli.argv import prescan
 from cmpx.plugins import PluginSettings, make_plugin_manager
 from cmpx.testing.leaks import worker_processes
+from cmpx.transport import supervisor
+from cmpx.transport.pool import WorkerPool, release_workers, worker_environment
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = str(REPO / "examples" / "models" / "conv.onnx")
@@ -32,8 +33,14 @@ EXAMPLE = str(REPO / "examples" / "models" / "conv.onnx")
     (["--help"], 0),
     ([], 0),
 ])
-def test_backends_to_run_counts_the_backends_of_a_run_command_only(args, expected):
-    assert backends_to_run(args) == expected
+def test_the_prescan_counts_the_backends_of_a_run_command_only(args, expected):
+    assert prescan(args).backends == expected
+
+
+def test_the_prescan_finds_plugins_and_debug_up_to_a_double_dash():
+    scan = prescan(["-p", "a", "-pb", "--plugin", "c", "--plugin=d", "--debug", "run", "--", "-p", "e", "--debug"])
+    assert scan.plugin_args == ("a", "b", "c", "d") and scan.debug
+    assert not prescan(["run", "--", "--debug"]).debug
 
 
 def _backends(*names: str) -> list[SimpleNamespace]:
@@ -42,45 +49,43 @@ def _backends(*names: str) -> list[SimpleNamespace]:
 
 
 def test_spares_become_the_backends_workers_and_run_them():
-    env = supervisor.worker_environment()
-    spares = supervisor.SpareWorkers(2, env)
-    started = [worker.process.pid for worker in spares.workers]
-    workers = supervisor.start_workers(_backends("onnxrt", "onnxref"), PluginSettings(), spares)
+    pool = WorkerPool(2)
+    started = [worker.process.pid for worker in pool._spares]
+    workers = pool.assign(_backends("onnxrt", "onnxref"), PluginSettings())
     try:
         assert [worker.process.pid for worker in workers.values()] == started
-        assert spares.workers == []
+        assert pool.spares == 0
         ids = {}
         for worker in workers.values():
             ids[worker.name] = worker.next_id()
             supervisor.send(worker, {"op": "load", "id": ids[worker.name], "backend": worker.name.split("#")[0],
-                                     "options": {}, "model": EXAMPLE, "mark": [],
-                                     "plugins": PluginSettings().to_message()}, "load")
+                                     "options": {}, "model": EXAMPLE, "mark": []}, "load")
         replies = supervisor.wait_replies(workers.values(), "ready", "load", 60, ids)
         assert all(isinstance(reply, dict) and reply["op"] == "ready" for reply in replies.values()), replies
     finally:
-        supervisor.release_workers(workers)
+        release_workers(workers)
     assert worker_processes() == []
 
 
 def test_spares_started_with_another_environment_are_not_used_and_are_stopped():
-    spares = supervisor.SpareWorkers(1, dict(supervisor.worker_environment(), CMPX_TEST_OTHER="1"))
-    spare = spares.workers[0].process.pid
-    workers = supervisor.start_workers(_backends("onnxrt"), PluginSettings(), spares)
+    pool = WorkerPool(1, dict(worker_environment(), CMPX_TEST_OTHER="1"))
+    spare = pool._spares[0].process.pid
+    workers = pool.assign(_backends("onnxrt"), PluginSettings())
     try:
         assert [worker.process.pid for worker in workers.values()] != [spare]
         assert spare not in worker_processes()
     finally:
-        supervisor.release_workers(workers)
+        release_workers(workers)
     assert worker_processes() == []
 
 
 def test_spares_left_over_are_stopped_once_the_backends_have_workers():
-    spares = supervisor.SpareWorkers(3, supervisor.worker_environment())
-    workers = supervisor.start_workers(_backends("onnxrt"), PluginSettings(), spares)
+    pool = WorkerPool(3)
+    workers = pool.assign(_backends("onnxrt"), PluginSettings())
     try:
         assert worker_processes() == [workers["onnxrt#0"].process.pid]
     finally:
-        supervisor.release_workers(workers)
+        release_workers(workers)
 
 
 @pytest.mark.parametrize("args", [
@@ -118,8 +123,10 @@ def test_workers_quiet_idle_blas_threads_unless_the_user_chose(monkeypatch, user
         monkeypatch.delenv("OPENBLAS_THREAD_TIMEOUT", raising=False)
     else:
         monkeypatch.setenv("OPENBLAS_THREAD_TIMEOUT", user_value)
-    worker = supervisor.spawn_worker(supervisor.worker_environment())
+    worker = supervisor.spawn_worker(worker_environment())
     try:
+        # /proc/PID/environ is the new program's only once the child has exec'd: wait until the worker says hello
+        assert supervisor.wait_replies([worker], "hello", "start", 60)[worker.name]["op"] == "hello"
         assert _environ(worker.process.pid)["OPENBLAS_THREAD_TIMEOUT"] == expected
     finally:
         supervisor.release(worker)

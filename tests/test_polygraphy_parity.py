@@ -1,7 +1,6 @@
 """The same saved arrays through Polygraphy's comparator and cmpx's: equal verdicts over a grid of checks."""
 
 import itertools
-import logging
 
 import numpy as np
 import pytest

@@ -142,7 +142,7 @@ def test_per_layer_comparison_lines_up_a_transformed_graph(run_cli, models):
                                                          "bf16, fp16, fp8, int8"),
     (("--backend", "onnxrt:fp8", "--backend", "onnxrt", "--onnxrt-optimization", "max"),
      "'max' is not one of 'disable', 'basic', 'extended', 'all'"),
-    (("--backend", "onnxrt", "--backend", "onnxref", "--fp16"), "--fp16 applies to TensorRT backends (--backend trt)"),
+    (("--backend", "onnxrt", "--backend", "onnxref", "--fp16"), "--fp16 applies to backends that take precision flags (trt here)"),
     (("--backend", "onnxrt:int8", "--backend", "onnxrt", "--calibration-iterations", "0"),
      "--calibration-iterations 0: use at least 1"),
 ])

@@ -5,11 +5,13 @@ import io
 import os
 from pathlib import Path
 
-from cmpx.transport import supervisor
-from cmpx.plugins import PluginSettings
-from cmpx.reports.text import TextReporter
+from cmpx.plan import BackendPlan, RunPlan
+from cmpx.comparison.compare import ComparisonSettings
+from cmpx.plugins import PluginSettings, make_plugin_manager
 from cmpx.reports.terminal import Progress
+from cmpx.reports.text import TextReporter
 from cmpx.testing.leaks import worker_processes
+from cmpx.transport import supervisor
 from cmpx_trt.build_progress import BuildPhases
 
 EXAMPLE = str(Path(__file__).resolve().parent.parent / "examples" / "models" / "conv.onnx")
@@ -17,12 +19,12 @@ EXAMPLE = str(Path(__file__).resolve().parent.parent / "examples" / "models" / "
 
 def test_a_backends_progress_reaches_the_coordinator_while_it_waits():
     settings = PluginSettings(extra=("cmpx_test_progress",))
-    worker = supervisor.start_worker("chatty", dict(os.environ), setup={
-        "backend": "chatty", "target": "cmpx_test_progress:Chatty", "plugins": settings.to_message()})
+    plugins = make_plugin_manager(extra=settings.extra)
+    chatty = BackendPlan("chatty", plugins.backends.get("chatty"), {})
+    worker = supervisor.assign(supervisor.spawn_worker(dict(os.environ)), chatty, settings)
     seen = []
     try:
-        supervisor.send(worker, {"op": "load", "id": 1, "backend": "chatty", "options": {}, "model": EXAMPLE,
-                                 "mark": [], "plugins": settings.to_message()}, "load")
+        supervisor.send(worker, supervisor.load_request("load", 1, chatty, EXAMPLE, ()), "load")
         reply = supervisor.wait_replies([worker], "ready", "load", 60, {"chatty": 1},
                                         on_wait=lambda pending, elapsed, status: seen.append(status.get("chatty")))
         assert reply["chatty"]["op"] == "ready", reply
@@ -42,7 +44,8 @@ class FakeTerminal(io.StringIO):
 
 def test_the_status_line_shows_each_backends_progress_next_to_its_name():
     terminal = FakeTerminal()
-    reporter = TextReporter(lambda *a, **k: None, progress=Progress.for_terminal(terminal))
+    plan = RunPlan(None, (), (), None, ComparisonSettings([]), {}, PluginSettings())
+    reporter = TextReporter(plan, lambda *a, **k: None, progress=Progress.for_terminal(terminal))
     reporter.waiting("loading", ["onnxrt", "trt"], 42.0, {"trt": "building: Building engine 2/4"})
     assert "loading: onnxrt, trt (building: Building engine 2/4) 42.0 s" in terminal.getvalue()
 

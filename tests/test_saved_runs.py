@@ -116,9 +116,9 @@ def test_files_written_by_polygraphy_read_back(run_cli, tmp_path):
                       "--iterations", "2", cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     inputs = open_saved(str(tmp_path / "in.json"), "inputs")
-    assert inputs.format == "polygraphy" and len(inputs.sources[0]) == 2
+    assert inputs.kind == "inputs" and len(inputs.sources[0]) == 2
     outputs = open_saved(str(tmp_path / "out.json"), "outputs")
-    assert outputs.format == "polygraphy" and list(outputs.sources[0].load(1)) == ["Y", "Z"]
+    assert outputs.kind == "outputs" and list(outputs.sources[0].load(1)) == ["Y", "Z"]
     fed = run_cli("run", EXAMPLE, "--backend", "onnxref", "--load-inputs", tmp_path / "in.json",
                   "--load-outputs", tmp_path / "out.json")
     assert fed.exit_code == 0, fed.output

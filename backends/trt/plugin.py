@@ -24,14 +24,15 @@ def describe() -> str:
 def register_backends(registry):
     registry.add(
         "trt", "cmpx_trt.backend:TrtBackend", description=describe(), supports_marking=True,
-        model_formats=(".engine", ".plan"),
+        model_formats=(".engine", ".plan"), precision_flags=("fp16", "bf16", "int8", "fp8"),
+        marking_changes_fusion=True,
         options=[
             BackendOption("min_shapes", multiple=True, help="profile minimum shapes NAME:[D0,...]; the k-th shape "
                           "given for an input belongs to profile k"),
             BackendOption("opt_shapes", multiple=True, help="profile optimum shapes, same form"),
             BackendOption("max_shapes", multiple=True, help="profile maximum shapes, same form"),
-            BackendOption("outputs", multiple=True, help="TensorRT layer outputs to mark: names or patterns "
-                          "(mark all: '*'); shape layers, constants and loop bodies are skipped"),
+            BackendOption("outputs", multiple=True, marks=True, help="TensorRT layer outputs to mark: names or "
+                          "patterns (mark all: '*'); shape layers, constants and loop bodies are skipped"),
             BackendOption("exclude_outputs", multiple=True, help="layer outputs not to mark"),
             BackendOption("save_engine", flag="--save-engine", help="write the built engine to this file"),
             BackendOption("load_timing_cache", flag="--load-timing-cache", help="timing cache to start from"),

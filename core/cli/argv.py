@@ -1,18 +1,12 @@
-"""Command-line words before click sees them: the space-separated multi-value form, and an early look at
-``-p`` / ``--debug`` (plugins must be loaded before the ``run`` command's options exist) and at how many
-backends a run will start."""
+"""Command-line words before click sees them: the space-separated multi-value form, and one early look at the
+whole command line (``Prescan``)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
-
-def is_number(word: str) -> bool:
-    try:
-        float(word)
-    except ValueError:
-        return False
-    return True
+from cmpx.run_options import is_number
 
 
 def looks_like_option(word: str) -> bool:
@@ -46,32 +40,36 @@ def expand_multi_values(args: Sequence[str], multi: Mapping[str, Callable[[str],
     return out
 
 
-def option_values(args: Sequence[str], short: str, long: str) -> list[str]:
-    """Every value given to an option written ``-p X``, ``-pX``, ``--plugin X`` or ``--plugin=X``."""
-    values = []
-    for i, word in enumerate(args):
-        if word == "--":
-            break
-        if word in (short, long) and i + 1 < len(args):
-            values.append(args[i + 1])
-        elif word.startswith(long + "="):
-            values.append(word[len(long) + 1:])
-        elif word.startswith(short) and not word.startswith("--") and len(word) > len(short):
-            values.append(word[len(short):])
-    return values
+@dataclass(frozen=True)
+class Prescan:
+    """What cmpx needs from its command line before click parses it: the plugins to load (``run``'s options depend
+    on them), whether --debug was given (errors while loading them are shown with tracebacks), and how many
+    backends a run will start (``cmpx.cli.launch`` spawns their workers at once)."""
+
+    plugin_args: tuple[str, ...] = ()
+    debug: bool = False
+    backends: int = 0
 
 
-def backends_to_run(args: Sequence[str]) -> int:
-    """How many ``--backend`` options ``cmpx [-p MODULE ...] run ...`` has; 0 for any other command, and for
-    ``run --help``. A guess made before plugins are loaded: the options may still turn out to be wrong."""
+def prescan(args: Sequence[str]) -> Prescan:
+    """One pass over ``args``, up to ``--``: every value of ``-p X``, ``-pX``, ``--plugin X``, ``--plugin=X``; any
+    ``--debug``; and the number of ``--backend`` options if the command is ``run`` (without ``--help``)."""
+    words = list(args[:args.index("--")] if "--" in args else args)
+    plugins = []
+    for i, word in enumerate(words):
+        if word in ("-p", "--plugin") and i + 1 < len(words):
+            plugins.append(words[i + 1])
+        elif word.startswith("--plugin="):
+            plugins.append(word[len("--plugin="):])
+        elif word.startswith("-p") and not word.startswith("--") and len(word) > 2:
+            plugins.append(word[2:])
+    return Prescan(tuple(plugins), "--debug" in words, _backends_to_run(words))
+
+
+def _backends_to_run(words: Sequence[str]) -> int:
     i = 0
-    while i < len(args) and looks_like_option(args[i]):
-        i += 2 if args[i] in ("-p", "--plugin") else 1
-    if i >= len(args) or args[i] != "run":
+    while i < len(words) and looks_like_option(words[i]):
+        i += 2 if words[i] in ("-p", "--plugin") else 1
+    if i >= len(words) or words[i] != "run" or "-h" in words or "--help" in words:
         return 0
-    words = list(args[i + 1:])
-    if "--" in words:
-        words = words[:words.index("--")]
-    if "-h" in words or "--help" in words:
-        return 0
-    return sum(1 for word in words if word == "--backend" or word.startswith("--backend="))
+    return sum(1 for word in words[i + 1:] if word == "--backend" or word.startswith("--backend="))

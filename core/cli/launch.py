@@ -3,8 +3,8 @@ then hand over to the click CLI.
 
 A worker's interpreter takes about as long to start and import numpy as this process takes to import click,
 discover plugins and parse options, so both happen at once: spare workers are spawned here, one per
-``--backend`` on the command line, and assigned to the backends once the options are checked. Spares left over
-(bad options, fewer backends than counted) are stopped before cmpx exits.
+``--backend`` on the command line, into the pool the run takes its workers from. Spares left over (bad options,
+fewer backends than counted) are stopped before cmpx exits.
 """
 
 from __future__ import annotations
@@ -12,33 +12,31 @@ from __future__ import annotations
 import os
 import sys
 
-from cmpx.cli.argv import backends_to_run
+from cmpx.cli.argv import prescan
 from cmpx.transport.idle_threads import quiet_idle_threads
 
 MAX_SPARES = 8  # more backends than this still run; the rest start once the options are checked
 COMPLETION_VARIABLE = "_CMPX_COMPLETE"  # set by the shell when it asks for completions
-INTERRUPTED = 130
+INTERRUPTED = 130  # cmpx.errors.ExitCode.INTERRUPTED, without importing it before the workers start
 
 
 def main() -> None:
     quiet_idle_threads(os.environ)  # before numpy is imported here or in any worker
     args = sys.argv[1:]
-    spares = None
-    count = 0 if COMPLETION_VARIABLE in os.environ else min(backends_to_run(args), MAX_SPARES)
-    if count:
-        from cmpx.transport.supervisor import SpareWorkers, worker_environment
-
-        try:
-            spares = SpareWorkers(count, worker_environment())
-        except OSError:  # only a head start: the run starts its workers itself, and reports what fails then
-            spares = None
+    scan = prescan(args)
+    count = 0 if COMPLETION_VARIABLE in os.environ else min(scan.backends, MAX_SPARES)
+    pool = None
     try:
-        from cmpx.cli.main import cli
+        if count:
+            from cmpx.transport.pool import WorkerPool
 
-        cli.main(args, prog_name="cmpx", spares=spares)
+            pool = WorkerPool(count)
+        from cmpx.cli.main import Invocation, cli
+
+        cli.main(args, prog_name="cmpx", invocation=Invocation(scan, pool))
     except KeyboardInterrupt:  # Ctrl-C before the CLI's own handling is in place (while importing it)
         sys.stderr.write("Interrupted.\n")
         sys.exit(INTERRUPTED)
     finally:
-        if spares is not None:  # an interrupt or an error before the run took them
-            spares.release()
+        if pool is not None:  # an interrupt or an error before the run took the spares
+            pool.release()

@@ -1,4 +1,4 @@
-"""The ``cmpx`` command group and the error boundary: cmpx exceptions become one-line messages here."""
+"""The ``cmpx`` command group and the error boundary: exceptions become one-line messages and exit codes here."""
 
 from __future__ import annotations
 
@@ -6,19 +6,44 @@ import signal
 import sys
 import threading
 import traceback
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from cmpx import __version__
-from cmpx.cli.argv import option_values
-from cmpx.errors import BackendError, CmpxError, PluginError, UsageError
+from cmpx.cli.argv import Prescan, prescan
+from cmpx.errors import CmpxError, ExitCode, RunInterrupted, exit_code_of
 from cmpx.plugins import PluginSet, PluginSettings, make_plugin_manager
 
 if TYPE_CHECKING:
-    from cmpx.transport.supervisor import SpareWorkers
+    from cmpx.transport.pool import WorkerPool
 
-EXIT_USAGE, EXIT_BACKEND_FAILED, EXIT_INTERRUPTED = 2, 3, 130
+
+@dataclass
+class Invocation:
+    """The command line being run: what the prescan found, its plugins (loaded on first use) and the pool of
+    workers started ahead for a run (cmpx.cli.launch). It holds no run state: a run's is its Session's."""
+
+    prescan: Prescan = field(default_factory=Prescan)
+    pool: WorkerPool | None = None
+    _plugins: PluginSet | None = None
+
+    @property
+    def settings(self) -> PluginSettings:
+        return PluginSettings.from_cli(self.prescan.plugin_args)
+
+    @property
+    def plugins(self) -> PluginSet:
+        if self._plugins is None:
+            settings = self.settings
+            self._plugins = make_plugin_manager(autoload=settings.autoload, extra=settings.extra,
+                                                blocked=settings.blocked)
+        return self._plugins
+
+
+def invocation(ctx: click.Context) -> Invocation:
+    return ctx.find_root().obj
 
 
 class CmpxGroup(click.Group):
@@ -28,75 +53,70 @@ class CmpxGroup(click.Group):
         if name == "run":
             from cmpx.cli.run import build_run_command
 
-            return build_run_command(_plugins(ctx))
+            return build_run_command(invocation(ctx).plugins)
         return super().get_command(ctx, name)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*super().list_commands(ctx), "run"})
 
     def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
-             standalone_mode: bool = True, spares: SpareWorkers | None = None, **extra: Any) -> Any:
-        """``spares``: workers already started for this run (see cmpx.cli.launch), which ``run`` takes."""
+             standalone_mode: bool = True, invocation: Invocation | None = None, **extra: Any) -> Any:
+        """``invocation``: what cmpx.cli.launch found and started (made here when cmpx runs in-process)."""
         args = list(sys.argv[1:] if args is None else args)
-        debug = "--debug" in args[: args.index("--")] if "--" in args else "--debug" in args
-        previous_sigterm = _sigterm_interrupts()
+        invocation = invocation or Invocation(prescan(args))
+        previous = _signals_interrupt()
         try:
-            code = super().main(args, prog_name or "cmpx", complete_var, standalone_mode=False,
-                                obj={"argv": args, "spares": spares}, **extra)
+            code = super().main(args, prog_name or "cmpx", complete_var, standalone_mode=False, obj=invocation,
+                                **extra)
         except click.ClickException as exc:
-            _show_debug(debug)
-            message = exc.format_message()
-            click.echo(f"Error: {message}", err=True)
+            _show_debug(invocation.prescan.debug)
+            click.echo(f"Error: {exc.format_message()}", err=True)
             if isinstance(exc, click.UsageError) and exc.ctx is not None:
                 click.echo(f"Try '{exc.ctx.command_path} --help' for help.", err=True)
-            code = EXIT_USAGE if isinstance(exc, click.UsageError) else exc.exit_code
-        except (UsageError, PluginError) as exc:
-            _show_debug(debug)
-            click.echo(f"Error: {exc}", err=True)
-            code = EXIT_USAGE
-        except BackendError as exc:
-            _show_debug(debug)
-            click.echo(f"Error: {exc}", err=True)
-            code = EXIT_BACKEND_FAILED
+            code = ExitCode.USAGE if isinstance(exc, click.UsageError) else exc.exit_code
         except CmpxError as exc:
-            _show_debug(debug)
+            _show_debug(invocation.prescan.debug)
             click.echo(f"Error: {exc}", err=True)
-            code = 1
-        except (click.Abort, KeyboardInterrupt):
+            code = exc.exit_code
+        except (click.Abort, KeyboardInterrupt) as exc:
             click.echo("Interrupted: workers stopped, shared memory released.", err=True)
-            code = EXIT_INTERRUPTED
+            code = exit_code_of(exc) if isinstance(exc, RunInterrupted) else ExitCode.INTERRUPTED
+        except Exception as exc:  # a bug, or an environment cmpx did not foresee: never a verdict
+            _show_debug(invocation.prescan.debug)
+            click.echo(f"Internal error: {type(exc).__name__}: {exc} (exit {int(ExitCode.INTERNAL)}; rerun with "
+                       "--debug for the traceback, and please report it)", err=True)
+            code = ExitCode.INTERNAL
         finally:
-            if previous_sigterm is not None:
-                signal.signal(signal.SIGTERM, previous_sigterm)
-        code = code or 0
+            _restore(previous)
+        code = int(code or 0)
         if standalone_mode:
             sys.exit(code)
         return code
 
 
-def _sigterm_interrupts() -> Any:
-    """Make SIGTERM unwind like Ctrl-C, so workers and segments are cleaned up; return the old handler."""
+INTERRUPTING_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
+def _signals_interrupt() -> dict[int, Any]:
+    """Make SIGTERM and SIGHUP (a closed terminal, a dropped ssh session) unwind like Ctrl-C, so that workers and
+    segments are cleaned up; return the old handlers."""
     if threading.current_thread() is not threading.main_thread():
-        return None
+        return {}
 
     def interrupt(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt
 
-    return signal.signal(signal.SIGTERM, interrupt)
+    return {signum: signal.signal(signum, interrupt) for signum in INTERRUPTING_SIGNALS}
+
+
+def _restore(previous: dict[int, Any]) -> None:
+    for signum, handler in previous.items():
+        signal.signal(signum, handler)
 
 
 def _show_debug(debug: bool) -> None:
     if debug:
         traceback.print_exc()
-
-
-def _plugins(ctx: click.Context) -> PluginSet:
-    state = ctx.find_root().ensure_object(dict)
-    if "plugins" not in state:
-        state["settings"] = settings = PluginSettings.from_cli(option_values(state.get("argv", []), "-p", "--plugin"))
-        state["plugins"] = make_plugin_manager(autoload=settings.autoload, extra=settings.extra,
-                                               blocked=settings.blocked)
-    return state["plugins"]
 
 
 @click.group(cls=CmpxGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -118,33 +138,13 @@ def plugins_command() -> None:
     """List backends, data loaders and metrics, who provides them, and plugins that failed to load."""
     from cmpx.cli.plugins_cmd import show_plugins
 
-    show_plugins(_plugins(click.get_current_context()))
+    show_plugins(invocation(click.get_current_context()).plugins)
 
 
 @cli.command("tensors")
 @click.argument("model", metavar="MODEL")
 def tensors_command(model: str) -> None:
     """List the tensors of MODEL that --onnx-outputs can mark: name, producing node, op type, dtype, shape."""
-    from cmpx.model.graph import load_structure, tensor_graph
-    from cmpx.model.info import format_shape, read_model
-    from cmpx.planning import native_format
+    from cmpx.cli.tensors_cmd import show_tensors
 
-    suffix = native_format(model, list(_plugins(click.get_current_context()).backends))
-    if suffix is not None:
-        raise UsageError(f"cmpx tensors lists the tensors of an ONNX model, and {model} is a {suffix} model; give "
-                         "the ONNX model it was made from")
-    info = read_model(model)
-    graph = tensor_graph(load_structure(info.path))
-    markable = set(graph.markable())
-    outputs = set(graph.graph_outputs)
-    rows = [(t.name, t.node or "-", t.op_type, t.dtype or "?", format_shape(t.shape),
-             "output" if t.name in outputs else ("" if t.name in markable else "not markable"))
-            for t in graph.tensors]
-    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(TENSOR_COLUMNS)]
-    for row in [TENSOR_COLUMNS, *rows]:
-        click.echo("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
-    click.echo(f"{len(markable)} markable tensor(s) of {len(graph.tensors)}; mark them with "
-               f"--onnx-outputs NAME|PATTERN|@FILE or --mark-all")
-
-
-TENSOR_COLUMNS = ("TENSOR", "NODE", "OP", "DTYPE", "SHAPE", "NOTE")
+    show_tensors(model, invocation(click.get_current_context()).plugins)

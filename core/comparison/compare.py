@@ -1,4 +1,4 @@
-"""Comparing two backends' outputs: settings per output, the context metrics see, and the results.
+"""Comparing two backends' outputs: settings per output, the context metrics see, and the comparison itself.
 
 No numpy at import time: metrics import what they need when they run.
 """
@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cmpx.argtypes import CHECK_STATS, PerOutput
+from cmpx.results import MetricResult, OutputResult, PairResult
 
-__all__ = ["CHECK_STATS", "ComparisonContext", "ComparisonSettings", "MetricResult", "OutputResult",
-           "OutputSettings", "PairResult", "compare_output", "compare_outputs", "compare_tensor", "group_by_pair"]
-SIMPLE = "simple"  # the tolerance check chosen per output by --check-error-stat, as in Polygraphy
+__all__ = ["CHECK_STATS", "ComparisonContext", "ComparisonSettings", "MetricResult", "OutputSettings",
+           "compare_output", "compare_outputs", "compare_tensor"]
 
 
 @dataclass(frozen=True)
@@ -66,77 +66,14 @@ class ComparisonContext:
         return self._memo[key]
 
 
-@dataclass(frozen=True)
-class MetricResult:
-    """One metric's verdict on one output.
-
-    ``criterion`` says what was required ("atol 1e-05, rtol 1e-05", ">= 0.997"), ``summary`` is the one-line
-    finding, ``details`` are further report lines, ``data`` JSON-friendly numbers for machine reports.
-    """
-
-    metric: str
-    passed: bool
-    summary: str = ""
-    criterion: str = ""
-    value: float | None = None
-    details: Sequence[str] = ()
-    data: Mapping[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class OutputResult:
-    output: str
-    metrics: Sequence[MetricResult] = ()
-    note: str = ""  # why it failed before any metric ran (missing, shape mismatch), or a dtype remark
-    failed_early: bool = False
-
-    @property
-    def passed(self) -> bool:
-        return not self.failed_early and all(m.passed for m in self.metrics)
-
-
-@dataclass(frozen=True)
-class Divergence:
-    """The first tensor, in graph order, that fails while every compared tensor it is computed from passes."""
-
-    tensor: str
-    node: str
-    op_type: str
-    result: OutputResult
-
-
-@dataclass
-class PairResult:
-    """One backend compared against its reference backend, in one iteration. ``unmatched`` lists intermediate
-    tensors that only one side produced (not failures); ``first_divergence`` is set when tensors were marked."""
-
-    backend: str
-    reference: str
-    iteration: int
-    outputs: list[OutputResult] = field(default_factory=list)
-    unmatched: list[tuple[str, str]] = field(default_factory=list)  # (tensor, the side that has it)
-    first_divergence: Divergence | None = None
-
-    @property
-    def passed(self) -> bool:
-        return all(o.passed for o in self.outputs)
-
-
-def group_by_pair(pairs: Sequence[PairResult]) -> dict[tuple[str, str], list[PairResult]]:
-    """Each (backend, reference) pair's results over the iterations, in first-seen order."""
-    grouped: dict[tuple[str, str], list[PairResult]] = {}
-    for pair in pairs:
-        grouped.setdefault((pair.backend, pair.reference), []).append(pair)
-    return grouped
-
-
 def compare_output(name: str, actual: Any, reference: Any, settings: ComparisonSettings) -> OutputResult:
     if tuple(actual.shape) != tuple(reference.shape):
         return OutputResult(name, note=f"shape mismatch: {list(actual.shape)} vs reference "
                                        f"{list(reference.shape)}", failed_early=True)
     note = "" if actual.dtype == reference.dtype else f"dtypes differ: {actual.dtype} vs reference {reference.dtype}"
     context = ComparisonContext(name, actual, reference, settings.for_output(name))
-    return OutputResult(name, [metric.compare(context) for metric in settings.metrics], note)
+    return OutputResult(name, [metric.compare(context) for metric in settings.metrics], note,
+                        elements=int(actual.size))
 
 
 def compare_tensor(pairs: Sequence[PairResult], tensor: str, arrays: Mapping[str, Any],

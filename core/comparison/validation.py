@@ -3,26 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 import numpy as np
 
 from cmpx.dtypes import is_extension, is_floating
+from cmpx.results import NonFinite
 
 CHUNK_ELEMENTS = 1 << 20
-
-
-@dataclass(frozen=True)
-class NonFinite:
-    backend: str
-    output: str
-    nan_count: int
-    inf_count: int
-    first_index: tuple[int, ...]
-
-    def __str__(self) -> str:
-        return (f"{self.backend} output {self.output} has {self.nan_count} NaN and {self.inf_count} Inf; "
-                f"the first at index {self.first_index}")
 
 
 def find_non_finite(backend: str, outputs: Mapping[str, np.ndarray]) -> list[NonFinite]:

@@ -24,8 +24,9 @@ def script(options):
 
 @hookimpl
 def register_data_loaders(registry):
-    registry.add("synthetic", synthetic,
+    registry.add("synthetic", synthetic, generates=True, default=True,
                  description="seeded uniform random inputs (--seed, --iterations, --val-range)")
-    registry.add("saved", saved, description="saved inputs (--load-inputs): cmpx runs, Polygraphy JSON, "
-                                             "ONNX test-data directories")
-    registry.add("script", script, description="a Python generator of feeds (--data-loader-script file.py[:func])")
+    registry.add("saved", saved, selected_by="load_inputs",
+                 description="saved inputs (--load-inputs): cmpx runs, Polygraphy JSON, ONNX test-data directories")
+    registry.add("script", script, selected_by="data_loader_script",
+                 description="a Python generator of feeds (--data-loader-script file.py[:func])")

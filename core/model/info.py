@@ -40,9 +40,6 @@ class ModelInfo:
     inputs: tuple[TensorSpec, ...]
     outputs: tuple[TensorSpec, ...]
 
-    def input(self, name: str) -> TensorSpec | None:
-        return next((spec for spec in self.inputs if spec.name == name), None)
-
 
 def read_model(path: str) -> ModelInfo:
     """Read the graph inputs and outputs of the ONNX model at ``path``. Only the model's structure is decoded

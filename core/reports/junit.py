@@ -4,12 +4,14 @@ one per failed backend; a failure carries the one-line summaries of the failing 
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from typing import TYPE_CHECKING
 
-from cmpx.execution import RunResult
-from cmpx.plan import RunPlan
+if TYPE_CHECKING:
+    from cmpx.report import Report
 
 
-def junit_tree(plan: RunPlan, result: RunResult) -> ET.ElementTree:
+def junit_tree(report: Report) -> ET.ElementTree:
+    result = report.result
     cases: dict[tuple[str, str, str], list[tuple[int, bool, list[str]]]] = {}
     for pair in result.pairs:
         for output in pair.outputs:
@@ -44,7 +46,7 @@ def junit_tree(plan: RunPlan, result: RunResult) -> ET.ElementTree:
     return ET.ElementTree(root)
 
 
-def write_junit_report(path: str, plan: RunPlan, result: RunResult) -> None:
-    tree = junit_tree(plan, result)
+def write_junit_report(path: str, report: Report) -> None:
+    tree = junit_tree(report)
     ET.indent(tree)
     tree.write(path, encoding="utf-8", xml_declaration=True)

@@ -6,66 +6,54 @@ statistics, histogram and worst elements for failing ones); -v adds the statisti
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from cmpx import __version__
-from cmpx.comparison.compare import OutputResult, PairResult, group_by_pair
-from cmpx.errors import BackendCrashed, BackendError
+from cmpx.errors import BackendCrashed, BackendFailed, ExitCode
 from cmpx.reports.terminal import Progress, paint
-from cmpx.comparison.validation import NonFinite
+from cmpx.results import NonFinite, OutputResult, PairResult, PairTally
 
 if TYPE_CHECKING:
-    from cmpx.execution import RunResult
     from cmpx.plan import RunPlan
+    from cmpx.report import Report
 
 DETAIL_INDENT = "        "
-EXIT_PASSED, EXIT_MISMATCH, EXIT_USAGE, EXIT_BACKEND_FAILED = 0, 1, 2, 3
 QUIET, NORMAL, VERBOSE, VERY_VERBOSE = 0, 1, 2, 3
+VERDICTS = {ExitCode.PASSED: "PASSED", ExitCode.MISMATCH: "FAILED (mismatch)",
+            ExitCode.BACKEND_FAILED: "FAILED (backend failure)"}
 
 
-def exit_code(result: RunResult) -> int:
-    """3 if any backend failed (it outranks a mismatch), 1 if any output mismatched or --validate found NaN/Inf,
-    else 0."""
-    if result.failures:
-        return EXIT_BACKEND_FAILED
-    if result.non_finite or any(not pair.passed for pair in result.pairs):
-        return EXIT_MISMATCH
-    return EXIT_PASSED
-
-
-@dataclass
 class TextReporter:
-    echo: Callable[[str], None]
-    debug: bool = False
-    verbosity: int = NORMAL
-    colour: bool = False
-    progress: Progress = field(default_factory=Progress)
-    model_outputs: frozenset[str] = frozenset()  # with marking, other tensors get one line each
-    suggestions: dict = field(default_factory=dict)  # backend -> (transform, suggested tolerance)
-    default_tolerances: bool = False
-    marking: bool = False
-    show_unmatched: bool = False
+    """The human-readable report of one run, written line by line through ``echo`` as the run goes."""
 
-    def say(self, text: str, word: str | None = None) -> None:
-        self.progress.clear()
-        self.echo(paint(text, word, self.colour) if word else text)
-
-    def started(self, plan: RunPlan) -> None:
-        model = plan.model.path if plan.model else "saved runs"
-        iterations = f"{plan.iterations} iteration(s)" if plan.iterations else "iterations: all the data"
-        marked = f" | {len(plan.mark)} marked tensor(s)" if plan.mark else ""
-        if self.verbosity > QUIET:
-            self.say(f"cmpx {__version__} | {model} | backends: {', '.join(plan.names)} | {iterations}{marked}")
-        self.model_outputs = plan.required_outputs
+    def __init__(self, plan: RunPlan, echo: Callable[[str], None], *, debug: bool = False, verbosity: int = NORMAL,
+                 colour: bool = False, progress: Progress | None = None):
+        self.plan = plan
+        self.echo = echo
+        self.debug = debug
+        self.verbosity = verbosity
+        self.colour = colour
+        self.progress = progress or Progress()
+        self.model_outputs = plan.required_outputs  # with marking, other tensors get one line each
         self.suggestions = {b.name: (b.transform, b.suggested_tolerance) for b in plan.backends
                             if b.suggested_tolerance is not None}
         self.default_tolerances = (not plan.comparison.atol.overrides and not plan.comparison.rtol.overrides
                                    and plan.comparison.atol.default == plan.comparison.rtol.default == 1e-5)
         self.marking = plan.graph is not None
         self.show_unmatched = plan.show_unmatched
+
+    def say(self, text: str, word: str | None = None) -> None:
+        self.progress.clear()
+        self.echo(paint(text, word, self.colour) if word else text)
+
+    def started(self) -> None:
+        plan = self.plan
+        model = plan.model.path if plan.model else "saved runs"
+        iterations = f"{plan.iterations} iteration(s)" if plan.iterations else "iterations: all the data"
+        marked = f" | {len(plan.mark)} marked tensor(s)" if plan.mark else ""
+        if self.verbosity > QUIET:
+            self.say(f"cmpx {__version__} | {model} | backends: {', '.join(plan.names)} | {iterations}{marked}")
 
     def waiting(self, phase: str, pending: list[str], elapsed: float, status: dict[str, str] | None = None) -> None:
         """Backends still busy in ``phase``; ``status``: what some of them said they are doing."""
@@ -86,7 +74,7 @@ class TextReporter:
         if self.verbosity > QUIET:
             self.say(f"loaded {backend} in {seconds:.3f} s")
 
-    def backend_failed(self, error: BackendError) -> None:
+    def backend_failed(self, error: BackendFailed) -> None:
         self.say(f"ERROR   {error}", "ERROR")
         if isinstance(error, BackendCrashed) and error.stderr_tail:
             self.say(_indent(f"last lines of its stderr:\n{error.stderr_tail}", DETAIL_INDENT))
@@ -125,17 +113,19 @@ class TextReporter:
     def non_finite(self, finding: NonFinite) -> None:
         self.say(f"INVALID {finding} (--validate)", "INVALID")
 
-    def summary(self, result: RunResult, interrupted: bool = False) -> None:
-        self.say("Summary (interrupted: what finished)" if interrupted else "Summary")
-        for (backend, reference), pairs in group_by_pair(result.pairs).items():
-            self.say(f"  {backend} vs {reference}: {_pair_line(pairs)}")
-        if not result.pairs:
+    def finished(self, report: Report) -> None:
+        """The summary: per pair, per backend, failures and hints; then the verdict (unless interrupted)."""
+        result = report.result
+        self.say("Summary (interrupted: what finished)" if report.interrupted else "Summary")
+        for tally in result.tallies.values():
+            self.say(f"  {tally.backend} vs {tally.reference}: {_pair_line(tally)}")
+        if not result.tallies:
             self.say("  nothing was compared")
         if result.load_seconds:
             self.say("  backend        load s   mean infer s")
-            for name, seconds in result.load_seconds.items():
-                runs = result.infer_seconds.get(name, [])
-                mean = f"{sum(runs) / len(runs):13.4f}" if runs else "            -"
+            for name in [b.name for b in self.plan.backends if b.name in result.load_seconds]:  # command-line order
+                seconds, timing = result.load_seconds[name], result.infer_seconds.get(name)
+                mean = f"{timing.mean:13.4f}" if timing is not None and timing.mean is not None else "            -"
                 self.say(f"  {name:<14} {seconds:6.3f}  {mean}")
         if result.non_finite:
             self.say(f"  --validate: {len(result.non_finite)} output(s) with NaN or Inf")
@@ -144,37 +134,29 @@ class TextReporter:
         for name, error in result.failures.items():
             self.say(f"  {name}: FAILED during {error.phase}: {error.detail}", "FAILED")
         if self.default_tolerances:
-            failing = {name for p in result.pairs if not p.passed for name in (p.backend, p.reference)}
+            failing = {name for t in result.tallies.values() if not t.passed for name in (t.backend, t.reference)}
             for name in sorted(failing & set(self.suggestions)):
                 transform, tolerance = self.suggestions[name]
                 self.say(f"  hint: {name} runs the {transform} graph; tolerances around --atol {tolerance:g} "
                          f"--rtol {tolerance:g} suit it better than the fp32 defaults")
-        if interrupted:
+        if report.interrupted:
             return
-        code = exit_code(result)
-        verdict = {EXIT_PASSED: "PASSED", EXIT_MISMATCH: "FAILED (mismatch)",
-                   EXIT_BACKEND_FAILED: "FAILED (backend failure)"}[code]
-        self.say(f"{verdict} | {len(result.pairs)} comparison(s) over {result.iterations} iteration(s) "
-                 f"| exit {code}", "PASSED" if code == EXIT_PASSED else "FAILED")
+        code = report.exit_code
+        compared = sum(t.iterations for t in result.tallies.values())
+        self.say(f"{VERDICTS[code]} | {compared} comparison(s) over {result.iterations} iteration(s) "
+                 f"| exit {int(code)}", "PASSED" if code == ExitCode.PASSED else "FAILED")
 
 
-def _pair_line(pairs: list[PairResult]) -> str:
-    passed = sum(p.passed for p in pairs)
-    outputs = [o for p in pairs for o in p.outputs]
-    worst_abs = _worst(outputs, "abs")
-    worst_rel = _worst(outputs, "rel")
-    text = (f"{passed}/{len(pairs)} iterations passed ({100.0 * passed / len(pairs):.0f}%), "
-            f"{sum(o.passed for o in outputs)}/{len(outputs)} outputs passed")
-    if worst_abs is not None:
-        text += f", worst abs {worst_abs:.3g}, worst rel {worst_rel:.3g}"
+    def wrote(self, what: str, path: str) -> None:
+        self.say(f"wrote {what} to {path}")
+
+
+def _pair_line(tally: PairTally) -> str:
+    text = (f"{tally.iterations_passed}/{tally.iterations} iterations passed ({100.0 * tally.pass_rate:.0f}%), "
+            f"{tally.outputs_passed}/{tally.outputs} outputs passed")
+    if tally.worst_abs is not None:
+        text += f", worst abs {tally.worst_abs:.3g}, worst rel {tally.worst_rel:.3g}"
     return text
-
-
-def _worst(outputs: list[OutputResult], key: str) -> float | None:
-    values = [m.data[key]["max"] for o in outputs for m in o.metrics if isinstance(m.data.get(key), dict)]
-    if not values:
-        return None
-    return math.nan if any(math.isnan(v) for v in values) else max(values)
 
 
 def format_output(output: OutputResult, details: bool = True) -> list[str]:

@@ -114,7 +114,7 @@ def read_cmpx_run(path: str) -> SavedFile:
             _check_entry(file, dtype, shape, f"{path}: {record['source']} iteration {record['iteration']} {name}")
         source.loaders.append(lambda tensors=tensors: _load(tensors, path))
         source.digests.append(record.get("input_digest"))
-    return SavedFile(path, header.get("kind", "outputs"), "cmpx", list(sources.values()))
+    return SavedFile(path, header.get("kind", "outputs"), list(sources.values()))
 
 
 def _check_entry(file: str, dtype: np.dtype, shape: tuple[int, ...], where: str) -> None:

@@ -27,5 +27,4 @@ class SavedSource:
 class SavedFile:
     path: str
     kind: str  # "inputs" or "outputs"
-    format: str  # "cmpx", "polygraphy" or "onnx-test-data"
     sources: list[SavedSource]

@@ -39,7 +39,7 @@ def read_test_data(path: str, kind: str, fallback_names: Sequence[str]) -> Saved
         source.digests.append(None)
     if not len(source):
         raise SavedDataError(f"{path}: no test_data_set_N directories")
-    return SavedFile(path, kind, "onnx-test-data", [source])
+    return SavedFile(path, kind, [source])
 
 
 def _read_protos(files: Sequence[str], fallback_names: Sequence[str]) -> dict:

@@ -32,9 +32,9 @@ def read_polygraphy(path: str) -> SavedFile:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise SavedDataError(f"{path}: not readable as Polygraphy JSON ({exc}); is the file complete?") from None
     if isinstance(document, list):
-        return SavedFile(path, "inputs", "polygraphy", [_inputs(document, path)])
+        return SavedFile(path, "inputs", [_inputs(document, path)])
     if isinstance(document, dict) and document.get("polygraphy_class") == "RunResults":
-        return SavedFile(path, "outputs", "polygraphy", _run_results(document, path))
+        return SavedFile(path, "outputs", _run_results(document, path))
     raise SavedDataError(f"{path}: a JSON file, but neither Polygraphy inputs (a list of feed dicts) nor "
                          "RunResults outputs")
 

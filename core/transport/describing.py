@@ -4,38 +4,35 @@ loaded, so its load request later costs nothing."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from cmpx.transport import supervisor
-from cmpx.errors import BackendError
+from cmpx.errors import BackendFailed
 from cmpx.model.info import ModelInfo, TensorSpec
+from cmpx.transport import supervisor
+
+if TYPE_CHECKING:
+    from cmpx.plan import BackendPlan
 
 
-def describe_model(workers: Mapping[str, supervisor.Worker], checked: Any) -> ModelInfo:
-    """Ask the worker of the run's first backend (checked: cmpx.planning.Preflight) to load and describe the
-    model. Raises the BackendError of a backend that fails, crashes or times out (the run cannot go on)."""
-    backend = checked.backends[0]
-    path = checked.request.model
-    worker = workers[backend.name]
+def describe_model(worker: supervisor.Worker, backend: BackendPlan, path: str, timeout: float) -> ModelInfo:
+    """Ask ``worker`` (the run's first backend's) to load and describe the model at ``path``. Raises the
+    BackendFailed of a backend that fails, crashes or times out (the run cannot go on)."""
     request_id = worker.next_id()
-    supervisor.send(worker, supervisor.load_request("describe", request_id, backend, path, (), checked.settings),
-                    "load")
-    reply = supervisor.wait_replies([worker], "described", "load", checked.timeouts,
-                                    {backend.name: request_id})[backend.name]
-    if isinstance(reply, BackendError):
+    supervisor.send(worker, supervisor.load_request("describe", request_id, backend, path, ()), "load")
+    reply = supervisor.wait_replies([worker], "described", "load", timeout, {backend.name: request_id})[backend.name]
+    if isinstance(reply, BackendFailed):
         raise reply
     try:
         inputs, outputs = _specs(reply["inputs"]), _specs(reply["outputs"])
     except (KeyError, TypeError, ValueError) as exc:
-        raise BackendError(backend.name, "load", f"protocol error: malformed description ({exc})") from None
+        raise BackendFailed(backend.name, "load", f"protocol error: malformed description ({exc})") from None
     if not outputs:
-        raise BackendError(backend.name, "load", f"describe() gave no outputs for {path}")
+        raise BackendFailed(backend.name, "load", f"describe() gave no outputs for {path}")
     for kind, specs in (("input", inputs), ("output", outputs)):
         names = [spec.name for spec in specs]
         repeated = sorted({name for name in names if names.count(name) > 1})
         if repeated:
-            raise BackendError(backend.name, "load", f"describe() gave {kind} {repeated[0]!r} twice")
+            raise BackendFailed(backend.name, "load", f"describe() gave {kind} {repeated[0]!r} twice")
     return ModelInfo(path, inputs, outputs)
 
 

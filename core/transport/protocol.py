@@ -1,34 +1,30 @@
 """Length-prefixed msgpack frames between the coordinator and its workers.
 
-A frame is a 4-byte big-endian payload length followed by a msgpack map with at least an ``op`` key.
-Tensors never travel in frames, only their descriptors (segment, offset, dtype, shape).
-
-Coordinator -> worker ops: ``setup`` (first; no reply), ``describe`` (load a model in the backend's own format
-and say its inputs and outputs), ``load``, ``infer``, ``close``.
-Worker -> coordinator ops: ``hello`` (on start), ``progress`` (a status text, any time; no reply), ``described``,
-``ready`` (after load), ``result`` (after infer),
-``error`` (an exception: type, message, traceback), ``bye`` (after close).
+A frame is a 4-byte big-endian payload length followed by a msgpack map with at least an ``op`` key; the
+messages are listed in messages.py. Tensors never travel in frames, only their descriptors (segment, offset,
+dtype, shape).
 """
 
 from __future__ import annotations
 
 import os
 import struct
+from collections.abc import Mapping
 from typing import Any
 
 import msgpack
 
 from cmpx.errors import ProtocolError
+from cmpx.transport.messages import FROM_WORKER, PROTOCOL_VERSION, TO_WORKER
 
-PROTOCOL_VERSION = 2
+__all__ = ["FROM_WORKER", "HEADER", "MAX_FRAME", "PROTOCOL_VERSION", "TO_WORKER", "FrameDecoder", "encode",
+           "read_frame", "write_frame"]
+
 HEADER = struct.Struct(">I")
 MAX_FRAME = 16 * 1024 * 1024
 
-TO_WORKER = frozenset({"setup", "describe", "load", "infer", "close"})
-FROM_WORKER = frozenset({"hello", "progress", "described", "ready", "result", "error", "bye"})
 
-
-def encode(message: dict[str, Any]) -> bytes:
+def encode(message: Mapping[str, Any]) -> bytes:
     payload = msgpack.packb(message, use_bin_type=True)
     if len(payload) > MAX_FRAME:
         raise ProtocolError(f"message {message.get('op')!r} is {len(payload)} bytes, over the {MAX_FRAME} limit")
@@ -100,7 +96,7 @@ def read_frame(fd: int, allowed_ops: frozenset[str] = TO_WORKER) -> dict[str, An
     return _decode_payload(payload, allowed_ops)
 
 
-def write_frame(fd: int, message: dict[str, Any]) -> None:
+def write_frame(fd: int, message: Mapping[str, Any]) -> None:
     data = memoryview(encode(message))
     while data:
         written = os.write(fd, data)

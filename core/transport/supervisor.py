@@ -18,11 +18,15 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import IO, TYPE_CHECKING, Any
 
+from cmpx.errors import BackendCrashed, BackendFailed, BackendTimeout, ProtocolError, RemoteTraceback
 from cmpx.transport import protocol
-from cmpx.errors import BackendCrashed, BackendError, BackendTimeout, ProtocolError, RemoteTraceback
-from cmpx.transport.idle_threads import quiet_idle_threads
+from cmpx.transport.messages import Load, Setup, ToWorker
+
+if TYPE_CHECKING:
+    from cmpx.plan import BackendPlan
+    from cmpx.plugins import PluginSettings
 
 KILL_GRACE_SECONDS = 2.0
 PROGRESS_TICK_SECONDS = 0.25
@@ -38,12 +42,12 @@ class Worker:
     process: subprocess.Popen
     to_worker: int
     from_worker: int
-    log: Any  # the temporary file holding the worker's stdout and stderr
+    log: IO[bytes]  # the temporary file holding the worker's stdout and stderr
     pidfd: int | None
     decoder: protocol.FrameDecoder = field(default_factory=protocol.FrameDecoder)
     inbox: list[dict[str, Any]] = field(default_factory=list)
     status: str = ""  # the backend's latest progress text while a request is pending
-    failure: BackendError | None = None
+    failure: BackendFailed | None = None
     eof: bool = False  # the worker closed its end of the pipe
     exited: bool = False  # its process descriptor reported the exit
     closed: bool = False
@@ -96,52 +100,24 @@ def spawn_worker(env: dict[str, str] | None = None) -> Worker:
     return Worker("", process, parent_out, parent_in, log, pidfd)
 
 
-def assign(worker: Worker, name: str, setup: dict[str, Any]) -> Worker:
-    """Name the worker after its backend and send its ``setup`` ({"backend", "target", "plugins"}), so that it
-    imports its backend now, before the load request."""
-    worker.name = name
-    send(worker, {"op": "setup", **setup}, "start")
+def assign(worker: Worker, backend: BackendPlan, settings: PluginSettings) -> Worker:
+    """Name the worker after its backend and send its ``setup``, so that it imports its backend now, before the
+    load request."""
+    worker.name = backend.name
+    setup: Setup = {"op": "setup", "backend": backend.spec.name, "target": backend.spec.target,
+                    "plugins": settings.to_message()}
+    send(worker, setup, "start")
     return worker
 
 
-def start_worker(name: str, env: dict[str, str] | None, setup: dict[str, Any]) -> Worker:
-    """Spawn a worker and assign it to backend ``name`` (``setup`` as for ``assign``)."""
-    return assign(spawn_worker(env), name, setup)
-
-
-class SpareWorkers:
-    """Workers started before the backends are known: cmpx spawns one per ``--backend`` as soon as it sees a run
-    on its command line, so that their interpreters start and import numpy while the coordinator parses options
-    and discovers plugins. Each is then assigned to a backend; whatever is left over must be released."""
-
-    def __init__(self, count: int = 0, env: dict[str, str] | None = None):
-        self.env = env
-        self.workers: list[Worker] = []
-        try:
-            for _ in range(count):
-                self.workers.append(spawn_worker(env))
-        except BaseException:
-            self.release()
-            raise
-
-    def take(self, env: dict[str, str] | None) -> Worker | None:
-        """A spare started with exactly this environment, if one is left."""
-        return self.workers.pop(0) if self.workers and env == self.env else None
-
-    def release(self) -> None:
-        while self.workers:
-            release(self.workers.pop())
-
-
-def load_request(op: str, request_id: int, backend: Any, model: str, mark: Sequence[str],
-                 settings: Any) -> dict[str, Any]:
-    """A ``load`` (or ``describe``) request for ``backend`` (cmpx.plan.BackendPlan). Both are built here: a
-    worker that described a model answers the load request for the very same fields without loading again."""
+def load_request(op: str, request_id: int, backend: BackendPlan, model: str, mark: Sequence[str]) -> Load:
+    """A ``load`` (or ``describe``) request for ``backend``. Both are built here: a worker that described a model
+    answers the load request for the very same fields without loading again."""
     return {"op": op, "id": request_id, "backend": backend.spec.name, "options": dict(backend.options),
-            "model": model, "mark": list(mark), "plugins": settings.to_message()}
+            "model": model, "mark": list(mark)}
 
 
-def send(worker: Worker, message: dict[str, Any], phase: str) -> None:
+def send(worker: Worker, message: ToWorker, phase: str) -> None:
     """Send one frame; a worker that cannot take it is marked failed (never raises for that)."""
     if not worker.alive:
         return
@@ -154,17 +130,17 @@ def send(worker: Worker, message: dict[str, Any], phase: str) -> None:
 def wait_replies(workers: Iterable[Worker], expect: str, phase: str, timeout: float | Mapping[str, float],
                  request_ids: dict[str, int] | None = None,
                  on_wait: Callable[[list[str], float, dict[str, str]], None] | None = None,
-                 ) -> dict[str, dict[str, Any] | BackendError]:
+                 ) -> dict[str, dict[str, Any] | BackendFailed]:
     """Wait until each worker answers with op ``expect`` (or fails); return name -> message or error.
 
     ``timeout`` is in seconds, for all workers or per worker name. A worker that dies, sends an ``error``,
-    breaks the protocol or misses its deadline gets a BackendError (and is stopped); the others are still
+    breaks the protocol or misses its deadline gets a BackendFailed (and is stopped); the others are still
     waited for. ``on_wait(pending names, seconds elapsed, {name: the backend's progress text})`` is called about
     every 0.25 s while waiting, and whenever a backend reports progress.
     """
     workers = list(workers)
     pending = {w.name: w for w in workers if w.alive}
-    results: dict[str, dict[str, Any] | BackendError] = {w.name: w.failure for w in workers if not w.alive}
+    results: dict[str, dict[str, Any] | BackendFailed] = {w.name: w.failure for w in workers if not w.alive}
     started = time.monotonic()
     limits = {name: timeout if isinstance(timeout, (int, float)) else timeout[name] for name in pending}
     selector = selectors.DefaultSelector()
@@ -211,7 +187,7 @@ def _fail_late(worker: Worker, phase: str, seconds: float) -> None:
     """Past its deadline: stop it; a frame left half-written is a protocol error, anything else a timeout."""
     stop(worker)
     if worker.decoder.pending:
-        worker.failure = BackendError(worker.name, phase, f"protocol error: truncated frame ({worker.decoder.pending}"
+        worker.failure = BackendFailed(worker.name, phase, f"protocol error: truncated frame ({worker.decoder.pending}"
                                                           f" bytes, then nothing for {seconds:g} s); worker stopped")
     else:
         worker.failure = BackendTimeout(worker.name, phase, seconds)
@@ -222,10 +198,18 @@ def _take_reply(worker: Worker, expect: str, phase: str, request_id: int | None)
         if request_id is not None and message.get("id") not in (None, request_id):
             continue
         if message["op"] == expect:
-            return worker.inbox.pop(index)
+            reply = worker.inbox.pop(index)
+            if expect == "hello" and reply.get("protocol") != protocol.PROTOCOL_VERSION:
+                stop(worker)
+                worker.failure = BackendFailed(
+                    worker.name, phase, f"its worker speaks cmpx protocol {reply.get('protocol')!r} and this "
+                    f"coordinator protocol {protocol.PROTOCOL_VERSION}; run the same cmpx version in both (the "
+                    "worker's Python environment has another one installed)")
+                return worker.failure
+            return reply
         if message["op"] == "error":
             worker.inbox.pop(index)
-            error = BackendError(worker.name, phase, f"{message.get('type')}: {message.get('message')}")
+            error = BackendFailed(worker.name, phase, f"{message.get('type')}: {message.get('message')}")
             error.__cause__ = RemoteTraceback(message.get("traceback") or "")
             error.remote_type = message.get("type")
             return error
@@ -252,7 +236,7 @@ def _read_available(worker: Worker, phase: str) -> None:
                     worker.inbox.append(message)
         except ProtocolError as exc:
             stop(worker)
-            worker.failure = BackendError(worker.name, phase, f"protocol error: {exc}")
+            worker.failure = BackendFailed(worker.name, phase, f"protocol error: {exc}")
             return
 
 
@@ -265,7 +249,7 @@ def _fail_dead(worker: Worker, phase: str) -> None:
         stop(worker)
     code = process.returncode
     if code == 0 and worker.decoder.pending:
-        worker.failure = BackendError(worker.name, phase, "protocol error: truncated frame before end of stream")
+        worker.failure = BackendFailed(worker.name, phase, "protocol error: truncated frame before end of stream")
         return
     signal_name = None
     if code is not None and code < 0:
@@ -300,7 +284,9 @@ def stop(worker: Worker) -> None:
 
 def release(worker: Worker) -> None:
     """Stop the process if needed, end whatever it forked (its process group: a framework may fork helpers
-    that would outlive it), and close every descriptor the coordinator holds for it."""
+    that would outlive it), and close every descriptor the coordinator holds for it. Releasing twice is harmless."""
+    if worker.closed:
+        return
     stop(worker)
     try:
         os.killpg(worker.process.pid, signal.SIGKILL)  # the worker leads its own session and process group
@@ -314,36 +300,3 @@ def release(worker: Worker) -> None:
                 pass
     worker.log.close()
     worker.closed = True
-
-
-def worker_environment() -> dict[str, str]:
-    """The environment every worker starts with: the coordinator's, with idle BLAS threads quieted."""
-    env = dict(os.environ)
-    quiet_idle_threads(env)
-    return env
-
-
-def start_workers(backends: Sequence[Any], settings: Any, spares: SpareWorkers | None = None) -> dict[str, Worker]:
-    """Start (or take from ``spares``) a worker per live backend (cmpx.plan.BackendPlan); each imports its
-    backend at once, before the model is read. Light on purpose (no numpy): the CLI calls it as early as it can.
-    Spares not taken are stopped. Whoever starts the workers must hand them to ``execution.execute`` or
-    ``release_workers``."""
-    env = worker_environment()
-    workers: dict[str, Worker] = {}
-    try:
-        for backend in backends:
-            worker = (spares.take(env) if spares is not None else None) or spawn_worker(env)
-            workers[backend.name] = assign(worker, backend.name, {
-                "backend": backend.spec.name, "target": backend.spec.target, "plugins": settings.to_message()})
-    except BaseException:
-        release_workers(workers)
-        raise
-    finally:
-        if spares is not None:
-            spares.release()
-    return workers
-
-
-def release_workers(workers: Mapping[str, Worker]) -> None:
-    for worker in workers.values():
-        release(worker)

@@ -9,7 +9,7 @@ class SignFlips:
 
     def compare(self, context):
         import numpy as np
-        from cmpx.comparison.compare import MetricResult
+        from cmpx import MetricResult
 
         flips = int(np.count_nonzero(np.sign(context.actual) != np.sign(context.reference)))
         limit = context.settings.thresholds.get(self.name, self.threshold)

@@ -6,6 +6,7 @@ import importlib
 import json
 import operator
 import os
+import pkgutil
 import signal
 import threading
 import time
@@ -14,12 +15,14 @@ from typing import Any
 
 import numpy as np
 
-from cmpx.transport import protocol, shm
 from cmpx.backend import Backend
+from cmpx.transport import protocol, shm
+from cmpx.transport.messages import Load, Setup
 from cmpx.transport.worker.parent_watch import die_with_parent
 
-
 MAPPING_BUDGET = 1 << 30  # output segments kept mapped between inferences
+MESSAGE_LIMIT = 16 << 10  # characters of an error message sent to the coordinator (head and tail kept)
+TRACEBACK_LIMIT = 64 << 10
 
 
 class WorkerError(Exception):
@@ -80,36 +83,29 @@ class _Outbox:
 
 
 class _State:
-    """The worker's backend, and what was prepared before the load request arrived."""
+    """The worker's backend: its class once ``setup`` has named it, and the loaded instance."""
 
     def __init__(self, outbox: _Outbox) -> None:
         self.outbox = outbox
         self.backend: Backend | None = None
         self.loaded: tuple[str, float] | None = None  # (what was loaded, seconds it took), after a describe
-        self.prepared_for: tuple[Any, ...] | None = None
-        self.prepared: type[Backend] | Exception | None = None
+        self.backend_class: type[Backend] | Exception = WorkerError("load before setup")
         self.mappings = shm.MappingCache(MAPPING_BUDGET, writable=True)
 
-    def prepare(self, setup: dict[str, Any]) -> None:
-        """Import the backend class the coordinator resolved (``setup["target"]``), after loading the plugin
-        modules named with -p / CMPX_PLUGINS; without a target, resolve the name through entry points."""
-        self.prepared_for = (setup["backend"], json.dumps(setup["plugins"], sort_keys=True))
+    def prepare(self, setup: Setup) -> None:
+        """Import the plugin modules named with -p / CMPX_PLUGINS, then the backend class the coordinator resolved
+        (``setup["target"]``); a failure is kept and reported when the load request comes, with its traceback."""
         try:
-            if setup.get("target"):
-                for module in setup["plugins"].get("extra", ()):  # -p / CMPX_PLUGINS modules load here too
-                    importlib.import_module(module)
-                self.prepared = _import_backend(setup["target"])
-            else:
-                self.prepared = _backend_class(setup["backend"], setup["plugins"])
-        except Exception as exc:  # reported when the load request comes, with its traceback
-            self.prepared = exc
+            for module in setup["plugins"].get("extra", ()):
+                importlib.import_module(module)
+            self.backend_class = _import_backend(setup["target"])
+        except Exception as exc:
+            self.backend_class = exc
 
-    def backend_class(self, message: dict[str, Any]) -> type[Backend]:
-        key = (message["backend"], json.dumps(message["plugins"], sort_keys=True))
-        prepared = self.prepared if key == self.prepared_for else None
-        if isinstance(prepared, Exception):
-            raise prepared
-        return prepared or _backend_class(message["backend"], message["plugins"])
+    def new_backend(self, message: Load) -> Backend:
+        if isinstance(self.backend_class, Exception):
+            raise self.backend_class
+        return _load(self.backend_class, message, self.outbox)
 
 
 def _handle(state: _State, message: dict[str, Any]) -> dict[str, Any]:
@@ -117,7 +113,7 @@ def _handle(state: _State, message: dict[str, Any]) -> dict[str, Any]:
     started = time.perf_counter()
     try:
         if op == "describe":  # load now, say what the model takes and returns, and keep it for the load request
-            state.backend = _load(state.backend_class(message), message, state.outbox)
+            state.backend = state.new_backend(message)
             state.loaded = (_load_key(message), time.perf_counter() - started)
             inputs, outputs = state.backend.describe()
             return {"op": "described", "id": request_id, "inputs": _described(inputs, "input"),
@@ -125,7 +121,7 @@ def _handle(state: _State, message: dict[str, Any]) -> dict[str, Any]:
         if op == "load":
             if state.loaded is not None and state.loaded[0] == _load_key(message):
                 return {"op": "ready", "id": request_id, "seconds": state.loaded[1]}
-            state.backend = _load(state.backend_class(message), message, state.outbox)
+            state.backend = state.new_backend(message)
             return {"op": "ready", "id": request_id, "seconds": time.perf_counter() - started}
         if op == "infer":
             if state.backend is None:
@@ -139,34 +135,27 @@ def _handle(state: _State, message: dict[str, Any]) -> dict[str, Any]:
         kind = type(exc).__qualname__
         if type(exc).__module__ != "builtins":
             kind = f"{type(exc).__module__}.{kind}"
-        return {"op": "error", "id": request_id, "type": kind,
-                "message": str(exc), "traceback": traceback.format_exc()}
+        return {"op": "error", "id": request_id, "type": kind, "message": bounded(str(exc), MESSAGE_LIMIT),
+                "traceback": bounded(traceback.format_exc(), TRACEBACK_LIMIT)}
 
 
-def _backend_class(name: str, plugin_message: dict[str, Any]) -> type[Backend]:
-    """Build this worker's plugin manager (same settings as the coordinator's) and import the backend class."""
-    from cmpx.plugins import PluginSettings, make_plugin_manager
-
-    plugins = make_plugin_manager(**_settings_kwargs(PluginSettings.from_message(plugin_message)))
-    spec = plugins.backends.get(name)
-    if spec is None:
-        failures = "; ".join(f"{f.plugin}: {f.error}" for f in plugins.failures)
-        raise WorkerError(f"backend {name!r} is not registered in the worker"
-                          + (f" (plugin failures: {failures})" if failures else ""))
-    return _import_backend(spec.target)
+def bounded(text: str, limit: int) -> str:
+    """``text`` cut to about ``limit`` characters, keeping its head and tail and saying how much was cut: an error
+    message can be tens of megabytes (the reference evaluator prints whole tensors), over what a frame carries."""
+    if len(text) <= limit:
+        return text
+    keep = limit // 2
+    return f"{text[:keep]}\n[... {len(text) - 2 * keep} characters cut ...]\n{text[-keep:]}"
 
 
 def _import_backend(path: str) -> type[Backend]:
-    module_name, _, attribute = path.partition(":")
-    target: Any = importlib.import_module(module_name)
-    for part in attribute.split("."):
-        target = getattr(target, part)
+    target = pkgutil.resolve_name(path)
     if not (isinstance(target, type) and issubclass(target, Backend)):
         raise WorkerError(f"{path} is not a subclass of cmpx.Backend")
     return target
 
 
-def _load(backend_class: type[Backend], message: dict[str, Any], outbox: _Outbox) -> Backend:
+def _load(backend_class: type[Backend], message: Load, outbox: _Outbox) -> Backend:
     backend = backend_class(message.get("options") or {})
     backend.marked = list(message.get("mark") or ())
     backend.progress = outbox.progress
@@ -203,10 +192,6 @@ def _dims(spec: Any, kind: str) -> list[int | str | None]:
     except TypeError:
         raise WorkerError(f"describe(): {kind} {spec.name!r} has shape {spec.shape!r}; dimensions are integers, "
                           "names or None") from None
-
-
-def _settings_kwargs(settings: PluginSettings) -> dict[str, Any]:
-    return {"autoload": settings.autoload, "extra": settings.extra, "blocked": settings.blocked}
 
 
 def _infer(state: _State, message: dict[str, Any]) -> list[dict[str, Any]]:

@@ -1,0 +1,67 @@
+"""``cmpx.run()``: the Python API, the same run as ``cmpx run`` with the same options, checks, workers and verdicts."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from cmpx.plugins import PluginSet
+    from cmpx.report import Report
+
+
+def run(model: str | os.PathLike[str] | None = None, backends: str | Sequence[str] = (), *,
+        plugins: Iterable[str] = (), echo: Callable[[str], None] | None = None, verbosity: int = 1,
+        **options: Any) -> Report:
+    """Run ``model`` on every backend of ``backends`` (in order, as ``--backend`` on the command line) with the
+    same inputs, compare their outputs, and return the ``cmpx.Report``.
+
+    ``options`` are ``cmpx run``'s options by their long names, with ``_`` for ``-``: ``atol=1e-3``,
+    ``atol={"logits": 1e-2}`` (one output), ``input_shapes={"x": [1, 3, 224, 224]}``, ``val_range=(0, 1)``,
+    ``mark_all=True``, ``load_outputs=["golden"]``, ``reference="onnxref"``, ``compare=["cosine"]``,
+    ``cosine_threshold=0.99``, a backend's own options by their parameter names (``onnxrt_providers=["cpu"]``),
+    and every other option of ``cmpx run --help`` (``report_json="r.json"`` writes that report too). Values may
+    also be given as on the command line (``atol=["1e-3", "logits:1e-2"]``).
+
+    ``plugins``: extra plugin modules, as ``-p`` (``"no:NAME"`` blocks one); CMPX_PLUGINS and
+    CMPX_DISABLE_PLUGIN_AUTOLOAD apply as on the command line. ``echo``: a function that receives the text report
+    line by line as the run goes (``print`` in a notebook); silent by default. ``verbosity``: 0 failures only,
+    1 every output, 2 statistics of passing outputs too.
+
+    Raises ``cmpx.UsageError`` (and its subclasses ``ModelError``, ``PluginError``) for anything wrong found before
+    inference, ``cmpx.BackendFailed`` when a model in a backend's own format cannot be described, and
+    ``cmpx.RunInterrupted`` (with ``.report``, what finished) on Ctrl-C. A backend that fails during the run does
+    not raise: the report has it in ``failures`` and ``exit_code`` 3, and the other backends are still compared.
+    """
+    from cmpx.plugins import PluginSettings, make_plugin_manager
+    from cmpx.request import from_python
+    from cmpx.session import Session
+
+    settings = PluginSettings.from_cli(list(plugins))
+    plugin_set = make_plugin_manager(autoload=settings.autoload, extra=settings.extra, blocked=settings.blocked)
+    request = from_python(model, backends, options, threshold_keywords(plugin_set),
+                          [spec.param(option) for spec in plugin_set.backends for option in spec.options])
+    reporter_for = warn = None
+    if echo is not None:
+        from cmpx.reports.text import TextReporter
+
+        def reporter_for(plan):
+            return TextReporter(plan, echo, verbosity=verbosity)
+
+        def warn(message: str) -> None:
+            echo(f"warning: {message}")
+
+    with Session(request, plugin_set, settings, reporter_for=reporter_for, warn=warn) as session:
+        return session.run()
+
+
+def threshold_keywords(plugins: PluginSet) -> dict[str, str]:
+    """``cosine_threshold`` (and aliases such as ``cosine_similarity_threshold``) -> metric name, for every metric
+    with a threshold."""
+    keywords = {}
+    for spec in plugins.metrics:
+        if getattr(spec.metric, "threshold", None) is not None:
+            for name in (spec.name, *getattr(spec.metric, "aliases", ())):
+                keywords[f"{name.replace('-', '_')}_threshold"] = spec.name
+    return keywords

@@ -1,0 +1,33 @@
+"""``cmpx tensors MODEL``: what --onnx-outputs can mark."""
+
+from __future__ import annotations
+
+import click
+
+from cmpx.errors import UsageError
+from cmpx.plugins import PluginSet
+
+TENSOR_COLUMNS = ("TENSOR", "NODE", "OP", "DTYPE", "SHAPE", "NOTE")
+
+
+def show_tensors(model: str, plugins: PluginSet) -> None:
+    from cmpx.model.graph import load_structure, tensor_graph
+    from cmpx.model.info import format_shape, read_model
+    from cmpx.model.native import native_format
+
+    suffix = native_format(model, list(plugins.backends))
+    if suffix is not None:
+        raise UsageError(f"cmpx tensors lists the tensors of an ONNX model, and {model} is a {suffix} model; give "
+                         "the ONNX model it was made from")
+    info = read_model(model)
+    graph = tensor_graph(load_structure(info.path))
+    markable = set(graph.markable())
+    outputs = set(graph.graph_outputs)
+    rows = [(t.name, t.node or "-", t.op_type, t.dtype or "?", format_shape(t.shape),
+             "output" if t.name in outputs else ("" if t.name in markable else "not markable"))
+            for t in graph.tensors]
+    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(TENSOR_COLUMNS)]
+    for row in [TENSOR_COLUMNS, *rows]:
+        click.echo("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+    click.echo(f"{len(markable)} markable tensor(s) of {len(graph.tensors)}; mark them with "
+               f"--onnx-outputs NAME|PATTERN|@FILE or --mark-all")

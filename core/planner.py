@@ -1,0 +1,208 @@
+"""The second checks of a run, against the model and the saved files, and the RunPlan they produce: what the
+coordinator executes. Raises UsageError (or ModelError) for anything wrong, naming the problem and the fix."""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from cmpx.argtypes import check_names
+from cmpx.comparison.pairing import check_reference, instance_names
+from cmpx.errors import UsageError
+from cmpx.loaders.feeds import fit_feeds
+from cmpx.loaders.options import DataOptions
+from cmpx.model.info import ModelInfo, TensorSpec, read_model
+from cmpx.model.shapes import resolve_input_shapes
+from cmpx.plan import BackendPlan, RunPlan, SavedBackend
+from cmpx.preflight import Preflight
+from cmpx.request import RunRequest
+
+Feeds = Iterator[Mapping[str, Any]]
+
+
+def build_plan(checked: Preflight, warn: Callable[[str], None], scratch: str | None = None,
+               described: ModelInfo | None = None) -> tuple[RunPlan, Feeds | None]:
+    """Return the plan and its feeds (the first one already made, so that a failing data source fails before any
+    inference). ``described``: the model's inputs and outputs as a backend described them, for a model in its
+    own format (``checked.model_format``); ``scratch``: where transformed models go without --save-transformed.
+    """
+    request, plugins, backends = checked.request, checked.plugins, checked.backends
+    if checked.model_format is not None:
+        if described is None:
+            raise ValueError(f"a {checked.model_format} model must be described by its backend before planning")
+        model: ModelInfo | None = described
+    else:
+        model = _read_model(request, backends)
+    saved = _saved_backends(request, model)
+    names = [b.name for b in backends] + [b.name for b in saved]
+    if len(names) < 2:
+        raise UsageError(f"cmpx run compares backends: give at least two --backend or --load-outputs (got "
+                         f"{len(names)}); available backends: {', '.join(plugins.backends.names())}")
+    check_reference(request.reference, names)
+    graph, mark = _marking(request, model, bool(saved) and checked.model_format is None)
+    _warn_about_marking(backends, mark, warn)
+    output_names = ([s.name for s in model.outputs] + list(mark)) if model else _saved_output_names(saved)
+    for option, values in checked.per_output_options.items():
+        check_names(option, values.overrides, output_names,
+                    ("model outputs" + (" and marked tensors" if mark else "")) if model else "saved outputs")
+
+    feeds, inputs, iterations = None, (), None
+    if model is not None and backends:
+        check_names("--val-range", checked.ranges, [spec.name for spec in model.inputs], "model inputs")
+        generates = checked.loader.generates
+        inputs = resolve_input_shapes(model.inputs, checked.shapes, warn, fill_dynamic=generates)
+        options = DataOptions(request.seed, request.iterations, checked.default_range, checked.ranges,
+                              tuple(request.load_inputs), request.data_loader_script)
+        loader = checked.loader
+        feeds = _peeked(_fitted(loader.factory(options).feeds(inputs), inputs, loader.name, warn))
+        iterations = (request.iterations or 1) if generates else request.iterations
+
+        def calibration(count: int) -> Feeds:
+            fresh = loader.factory(replace(options, iterations=count)).feeds(inputs)
+            return _fitted(itertools.islice(fresh, count), inputs, loader.name, warn)
+
+        backends = _transformed(checked, model, backends, calibration, scratch, warn)
+    elif saved:
+        iterations = min(len(b.source) for b in saved)
+        if request.iterations:
+            iterations = min(iterations, request.iterations)
+    if iterations is not None:
+        for backend in saved:
+            if len(backend.source) < iterations:
+                raise UsageError(f"--load-outputs {backend.path}: {backend.name} holds {len(backend.source)} "
+                                 f"iteration(s) but this run makes {iterations}; use --iterations "
+                                 f"{len(backend.source)}")
+    plan = RunPlan(model, inputs, backends, request.reference, checked.comparison, checked.timeouts,
+                   checked.settings, validate=request.validate, saved_backends=saved,
+                   save_inputs=request.save_inputs, save_outputs=request.save_outputs, iterations=iterations,
+                   mark=mark, graph=graph, show_unmatched=request.show_unmatched)
+    return plan, feeds
+
+
+def _warn_about_marking(backends: Sequence[BackendPlan], mark: Sequence[str], warn: Callable[[str], None]) -> None:
+    for backend in backends:
+        marks_own = any(option.marks and backend.options.get(option.name) for option in backend.spec.options)
+        if backend.spec.marking_changes_fusion and (mark or marks_own):
+            warn(f"marking outputs changes {backend.name}'s layer fusion: the marked model can compute differently "
+                 "from the unmarked one")
+    if mark and not any(b.spec.supports_marking for b in backends):
+        warn(f"no backend of this run can mark tensors ({', '.join(dict.fromkeys(b.spec.name for b in backends))}); "
+             "only the model's outputs are compared")
+
+
+def _marking(request: RunRequest, model: ModelInfo | None, has_saved: bool) -> tuple[Any, list[str]]:
+    """The model's tensor graph (for the first divergence) and the intermediate tensors to mark."""
+    wants_marks = bool(request.onnx_outputs or request.mark_all)
+    if request.onnx_exclude_outputs and not wants_marks:
+        raise UsageError("--onnx-exclude-outputs needs --onnx-outputs or --mark-all")
+    if model is None:
+        if wants_marks:
+            raise UsageError("marking tensors needs a MODEL: cmpx run MODEL --backend ... --mark-all")
+        return None, []
+    if not (wants_marks or has_saved):
+        return None, []
+    from cmpx.model.graph import load_structure, tensor_graph
+    from cmpx.model.marking import expand_words, select_tensors
+
+    graph = tensor_graph(load_structure(model.path))
+    if not wants_marks:
+        return graph, []
+    words = expand_words("--onnx-outputs", request.onnx_outputs) + (["*"] if request.mark_all else [])
+    exclude = expand_words("--onnx-exclude-outputs", request.onnx_exclude_outputs)
+    outputs = {spec.name for spec in model.outputs}
+    selected = select_tensors("--onnx-outputs", words, exclude, graph.markable(),
+                              hint=f"list them with: cmpx tensors {model.path}")
+    return graph, [name for name in selected if name not in outputs]
+
+
+def _transformed(checked: Preflight, model: ModelInfo, backends: Sequence[BackendPlan], calibration: Any,
+                 scratch: str | None, warn: Callable[[str], None]) -> list[BackendPlan]:
+    """Make each transformed model once and point the backends that run it at it."""
+    from cmpx.transforms.options import TransformOptions
+
+    request = checked.request
+    wanted = list(dict.fromkeys(b.transform for b in backends if b.transform))
+    if not wanted:
+        return list(backends)
+    directory = request.save_transformed or scratch
+    if directory is None:
+        raise UsageError("transformed models need a directory: give --save-transformed DIR")
+    os.makedirs(directory, exist_ok=True)
+    options = TransformOptions(tuple(request.keep_fp32), request.calibration_iterations, request.calibration_cache)
+    made = {}
+    stem = os.path.splitext(os.path.basename(model.path))[0]
+    for name in wanted:
+        transform = checked.plugins.transforms.get(name).factory(options)
+        path = os.path.join(directory, f"{stem}.{name}.onnx")
+        transform.apply(model.path, path, calibration)
+        if getattr(transform, "calibrated_from_cache", False):
+            warn(f"{name}: calibrated ranges read from {request.calibration_cache} (delete it to recalibrate)")
+        made[name] = (path, getattr(transform, "suggested_tolerance", None))
+    return [replace(b, model_path=made[b.transform][0], suggested_tolerance=made[b.transform][1])
+            if b.transform else b for b in backends]
+
+
+def _read_model(request: RunRequest, backends: Sequence[BackendPlan]) -> ModelInfo | None:
+    if request.model is not None:
+        return read_model(request.model)
+    if backends:
+        raise UsageError("live backends need a MODEL: cmpx run MODEL --backend ...")
+    if not request.load_outputs:
+        raise UsageError("give a MODEL to run, or --load-outputs to compare saved runs")
+    return None
+
+
+def _saved_backends(request: RunRequest, model: ModelInfo | None) -> list[SavedBackend]:
+    if not request.load_outputs:
+        return []
+    from cmpx.saved.opening import open_saved
+
+    fallback = [spec.name for spec in model.outputs] if model else ()
+    found = []
+    for path in request.load_outputs:
+        label = os.path.splitext(os.path.basename(os.path.normpath(path)))[0]
+        for source in open_saved(path, "outputs", fallback).sources:
+            found.append((f"{source.name}@{label}", source, path))
+    unique = instance_names([name for name, _, _ in found])
+    return [SavedBackend(name, source, path) for name, (_, source, path) in zip(unique, found)]
+
+
+def _saved_output_names(saved: Sequence[SavedBackend]) -> list[str]:
+    names: dict[str, None] = {}
+    for backend in saved:
+        if len(backend.source):
+            names.update(dict.fromkeys(backend.source.load(0)))
+    return list(names)
+
+
+def _fitted(feeds: Any, inputs: Sequence[TensorSpec], loader: str, warn: Callable[[str], None]) -> Feeds:
+    warned: set[str] = set()
+
+    def warn_once(message: str) -> None:
+        key = message.split(": input ", 1)[-1]
+        if key not in warned:
+            warned.add(key)
+            warn(message)
+
+    source = iter(feeds)
+    for iteration in itertools.count():
+        # No local names the feed while this generator is suspended: once the run has copied a feed into
+        # shared memory, its arrays can be freed.
+        try:
+            yield fit_feeds(next(source), inputs, iteration, f"data loader {loader!r}", warn_once)
+        except StopIteration:
+            return
+
+
+def _peeked(feeds: Feeds) -> Feeds:
+    """``feeds`` with its first feed made now (a data source that fails should fail before any inference)."""
+    first = next(feeds, None)
+    return _prepend([first], feeds) if first is not None else iter(())
+
+
+def _prepend(holder: list[Mapping[str, Any]], rest: Feeds) -> Feeds:
+    yield holder.pop()
+    yield from rest

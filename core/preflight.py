@@ -1,0 +1,238 @@
+"""The first checks of a run: everything that needs neither the model nor a file, so that a bad option is an
+error before any worker starts, fast, and without importing a framework."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from cmpx.argtypes import PerOutput, ValueRange, check_names, check_stat, parse_input_shapes, parse_per_output, \
+    parse_val_ranges, quantile, seconds, threshold, tolerance
+from cmpx.comparison.compare import ComparisonSettings
+from cmpx.comparison.pairing import instance_names
+from cmpx.errors import PluginError, UsageError
+from cmpx.model.native import native_format
+from cmpx.plan import BackendPlan
+from cmpx.plugins import PluginSet, PluginSettings
+from cmpx.registry import BackendOption, BackendSpec, DataLoaderSpec
+from cmpx.request import RunRequest
+
+DEFAULT_TOLERANCE = 1e-5
+DEFAULT_TIMEOUT_SECONDS = 600.0
+MAX_SEED = 2**32 - 1
+
+
+@dataclass(frozen=True)
+class Preflight:
+    """A request whose options are checked, and what they parsed to: enough to start the workers early."""
+
+    request: RunRequest
+    plugins: PluginSet
+    settings: PluginSettings
+    backends: Sequence[BackendPlan]
+    timeouts: Mapping[str, float]
+    comparison: ComparisonSettings
+    per_output_options: Mapping[str, PerOutput[Any]]
+    shapes: Mapping[str, tuple[int, ...]]
+    default_range: ValueRange | None
+    ranges: Mapping[str, ValueRange]
+    loader: DataLoaderSpec
+    model_format: str | None = None  # the model's suffix when it is in its backends' own format, not ONNX
+
+
+def preflight(request: RunRequest, plugins: PluginSet, settings: PluginSettings) -> Preflight:
+    """Check every option that needs neither the model nor a file (fast, and imports no framework)."""
+    _check_requested_plugins(plugins, settings)
+    words = _backend_words(request, plugins)
+    specs = [_backend_spec(plugins, name) for name, _ in words]
+    _check_scalars(request)
+    comparison, per_output_options = _comparison_settings(request, plugins)
+    shapes = parse_input_shapes(request.input_shapes)
+    default_range, ranges = parse_val_ranges(request.val_range)
+    loader = _loader(request, plugins)
+    for path in (request.save_inputs, request.save_outputs):
+        if path and os.path.exists(path) and (not os.path.isdir(path) or os.listdir(path)):
+            raise UsageError(f"{path} already exists and is not an empty directory; choose a new path to save to")
+    names = instance_names([f"{name}:{transform}" if transform else name for name, transform in words])
+    backends = [BackendPlan(name, spec, _backend_options(spec, request.backend_options), transform)
+                for name, spec, (_, transform) in zip(names, specs, words)]
+    model_format = _check_model_format(request, plugins, backends)
+    return Preflight(request, plugins, settings, backends, _timeouts(request, backends), comparison,
+                     per_output_options, shapes, default_range, ranges, loader, model_format)
+
+
+def _check_model_format(request: RunRequest, plugins: PluginSet, backends: Sequence[BackendPlan]) -> str | None:
+    """A model in a backend's own format runs only on backends that load it, untransformed and unmarked."""
+    suffix = native_format(request.model, list(plugins.backends))
+    if suffix is None:
+        return None
+    loaders = sorted(spec.name for spec in plugins.backends if suffix in spec.model_formats)
+    others = list(dict.fromkeys(b.spec.name for b in backends if suffix not in b.spec.model_formats))
+    if not backends:
+        raise UsageError(f"{request.model} is a {suffix} model: run it with --backend {' or '.join(loaders)}, or "
+                         "leave the model out to compare saved runs only")
+    if others:
+        raise UsageError(f"{request.model} is a {suffix} model, which only {', '.join(loaders)} can load, not "
+                         f"{', '.join(others)}; run those on the ONNX model with --save-outputs DIR and compare "
+                         f"with --load-outputs DIR")
+    for backend in backends:
+        if backend.transform:
+            raise UsageError(f"--backend {backend.spec.name}:{backend.transform}: transforms apply to ONNX models, "
+                             f"and {request.model} is a {suffix} model; build it from the transformed graph instead")
+    if request.onnx_outputs or request.mark_all:
+        raise UsageError(f"--onnx-outputs / --mark-all mark tensors of an ONNX model, and {request.model} is a "
+                         f"{suffix} model; run the ONNX model to compare intermediate tensors")
+    return suffix
+
+
+def _backend_words(request: RunRequest, plugins: PluginSet) -> list[tuple[str, str | None]]:
+    """(backend, transform) for every --backend NAME[:TRANSFORM]; --fp16/--bf16/--int8/--fp8 give their transform
+    to the backends that declared those precision flags (TensorRT), as Polygraphy users expect."""
+    words = []
+    for word in request.backends:
+        name, _, transform = word.partition(":")
+        if transform and transform not in plugins.transforms:
+            raise UsageError(f"--backend {word}: unknown transform {transform!r}; available: "
+                             f"{', '.join(plugins.transforms.names()) or '(none)'}")
+        words.append((name, transform or None))
+    flag = request.precision_flag
+    if flag:
+        targets = [i for i, (name, transform) in enumerate(words)
+                   if not transform and name in plugins.backends and flag in plugins.backends.get(name).precision_flags]
+        if not targets:
+            takers = [spec.name for spec in plugins.backends if flag in spec.precision_flags]
+            raise UsageError(f"--{flag} applies to backends that take precision flags ({', '.join(takers) or 'none'} "
+                             f"here); for another backend name the transform, e.g. --backend onnxrt:{flag}")
+        if flag not in plugins.transforms:
+            raise UsageError(f"--{flag}: no {flag} transform is registered (see 'cmpx plugins')")
+        for index in targets:
+            words[index] = (words[index][0], flag)
+    if request.calibration_iterations < 1:
+        raise UsageError(f"--calibration-iterations {request.calibration_iterations}: use at least 1")
+    return words
+
+
+def _backend_options(spec: BackendSpec, given: Mapping[str, Any]) -> dict[str, Any]:
+    """The backend's option values by option name: given ones checked as the command line checks them."""
+    return {option.name: _option_value(spec, option, given[spec.param(option)]) if spec.param(option) in given
+            else option.default for option in spec.options}
+
+
+def _option_value(spec: BackendSpec, option: BackendOption, value: Any) -> Any:
+    flag = spec.flag(option)
+    if option.is_flag:
+        if not isinstance(value, bool):
+            raise UsageError(f"{flag} is a flag: give True or False, not {value!r}")
+        return value
+    if value is None:
+        return option.default
+    values = ([value] if isinstance(value, (str, int, float)) else list(value)) if option.multiple else [value]
+    checked = []
+    for item in values:
+        try:
+            item = option.type(item) if not isinstance(item, bool) else None
+        except (TypeError, ValueError):
+            item = None
+        if item is None:
+            raise UsageError(f"{flag}: {value!r} is not a valid {option.type.__name__}")
+        if option.choices and item not in option.choices:
+            raise UsageError(f"{flag}: {item!r} is not one of {', '.join(option.choices)}")
+        checked.append(item)
+    return tuple(checked) if option.multiple else checked[0]
+
+
+def _check_scalars(request: RunRequest) -> None:
+    if request.iterations is not None and request.iterations < 1:
+        raise UsageError(f"--iterations {request.iterations}: run at least 1 iteration")
+    if not 0 <= request.seed <= MAX_SEED - max((request.iterations or 1) - 1, 0):
+        raise UsageError(f"--seed {request.seed} is out of range; use an integer from 0 to {MAX_SEED}")
+
+
+def _timeouts(request: RunRequest, backends: Sequence[BackendPlan]) -> dict[str, float]:
+    """Seconds per live backend: --timeout 600 (all), --timeout onnxrt:30 (every onnxrt) or onnxrt#2:30 (one)."""
+    values = parse_per_output("--timeout", request.timeout, DEFAULT_TIMEOUT_SECONDS, seconds)
+    known = list(dict.fromkeys([b.name for b in backends] + [b.spec.name for b in backends]))
+    check_names("--timeout", values.overrides, known, "backends of this run")
+    return {b.name: values.overrides.get(b.name, values.overrides.get(b.spec.name, values.default))
+            for b in backends}
+
+
+def _loader(request: RunRequest, plugins: PluginSet) -> DataLoaderSpec:
+    """The data loader: --data-loader NAME, else the one an option selects (--load-inputs...), else the default."""
+    chosen = [spec for spec in plugins.data_loaders if spec.selected_by and getattr(request, spec.selected_by)]
+    flags = [f"--{spec.selected_by.replace('_', '-')}" for spec in chosen if spec.selected_by]
+    if len(chosen) > 1:
+        raise UsageError(f"give either {flags[0]} or {flags[1]}, not both")
+    if chosen and request.data_loader not in (None, chosen[0].name):
+        raise UsageError(f"--data-loader {request.data_loader} conflicts with {flags[0]}")
+    if request.data_loader is not None:
+        spec = plugins.data_loaders.get(request.data_loader)
+        if spec is None:
+            raise UsageError(f"--data-loader {request.data_loader!r} is not registered; available: "
+                             f"{', '.join(plugins.data_loaders.names()) or '(none)'}")
+        return spec
+    if chosen:
+        return chosen[0]
+    defaults = plugins.data_loaders.defaults()
+    if not defaults:
+        raise PluginError("no default data loader is registered (its plugin failed to load: see 'cmpx plugins'); "
+                          "choose one with --data-loader NAME")
+    return defaults[0]
+
+
+def _comparison_settings(request: RunRequest, plugins: PluginSet) -> tuple[ComparisonSettings,
+                                                                         dict[str, PerOutput[Any]]]:
+    """The comparison settings, and every per-output option by flag (to check their output names later)."""
+    if request.compare:
+        metrics = []
+        for name in dict.fromkeys(request.compare):
+            spec = plugins.metrics.get(name)
+            if spec is None:
+                raise UsageError(f"--compare: unknown metric {name!r}; available: "
+                                 f"{', '.join(plugins.metrics.names()) or '(none)'}")
+            metrics.append(spec.metric)
+    else:
+        metrics = [spec.metric for spec in plugins.metrics.defaults()]
+        if not metrics:
+            raise PluginError("no default metric is registered (its plugin failed to load: see 'cmpx plugins'); "
+                              "choose metrics with --compare NAME")
+    per_output: dict[str, PerOutput[Any]] = {
+        "--atol": parse_per_output("--atol", request.atol, DEFAULT_TOLERANCE, tolerance),
+        "--rtol": parse_per_output("--rtol", request.rtol, DEFAULT_TOLERANCE, tolerance),
+        "--check-error-stat": parse_per_output("--check-error-stat", request.check_error_stat, "elemwise",
+                                               check_stat),
+        "--error-quantile": parse_per_output("--error-quantile", request.error_quantile, 0.99, quantile),
+    }
+    thresholds = {}
+    for metric_name, words in request.thresholds.items():
+        spec = plugins.metrics.get(metric_name)
+        if spec is None or getattr(spec.metric, "threshold", None) is None:
+            raise UsageError(f"--{metric_name}-threshold: no metric {metric_name!r} with a threshold is registered")
+        option = f"--{metric_name}-threshold"
+        per_output[option] = thresholds[metric_name] = parse_per_output(option, words, spec.metric.threshold,
+                                                                         threshold)
+    comparison = ComparisonSettings(
+        metrics, per_output["--atol"], per_output["--rtol"], per_output["--check-error-stat"],
+        per_output["--error-quantile"], thresholds, request.nan_equal, request.infinities_compare_equal,
+        request.fail_fast)
+    return comparison, per_output
+
+
+def _backend_spec(plugins: PluginSet, name: str) -> BackendSpec:
+    spec = plugins.backends.get(name)
+    if spec is not None:
+        return spec
+    failed = plugins.failures_of(name)
+    if failed:
+        raise PluginError(f"backend {name!r} is unavailable: its plugin failed to load ({failed[0].error}); "
+                          "run 'cmpx plugins' for details")
+    raise UsageError(f"unknown backend {name!r}; available: {', '.join(plugins.backends.names()) or '(none)'}"
+                     " (see 'cmpx plugins')")
+
+
+def _check_requested_plugins(plugins: PluginSet, settings: PluginSettings) -> None:
+    for failure in plugins.failures:
+        if failure.requested and failure.plugin in settings.extra:
+            raise PluginError(f"plugin {failure.plugin!r} (from -p / CMPX_PLUGINS) failed to load: {failure.error}")

@@ -1,0 +1,110 @@
+"""``Report``: what one run found, as ``cmpx.run()`` returns it and as the CLI prints it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from cmpx.errors import ExitCode
+
+if TYPE_CHECKING:
+    from cmpx.errors import BackendFailed
+    from cmpx.plan import RunPlan
+    from cmpx.results import Divergence, NonFinite, PairResult, PairTally, RunResult
+
+
+@dataclass
+class Report:
+    """The outcome of one run.
+
+    ``exit_code`` and ``passed`` are the verdict; ``tallies`` has one ``PairTally`` per compared pair (iterations
+    and outputs passed, worst errors, the first divergence), ``pairs`` the per-iteration results with every
+    output's metrics and statistics (all of them unless the run was very long: see cmpx.results), ``failures``
+    the backends that failed, by name. ``to_json()`` is the --report-json document; ``text()`` the CLI's report.
+    """
+
+    plan: RunPlan
+    result: RunResult
+    warnings: list[str] = field(default_factory=list)
+    interrupted: bool = False
+
+    @property
+    def exit_code(self) -> ExitCode:
+        return ExitCode.INTERRUPTED if self.interrupted else self.result.exit_code
+
+    @property
+    def passed(self) -> bool:
+        return self.exit_code == ExitCode.PASSED
+
+    @property
+    def backends(self) -> list[str]:
+        """Every backend of the run, live then saved, in the order that decides the default pairs."""
+        return self.plan.names
+
+    @property
+    def tallies(self) -> list[PairTally]:
+        return list(self.result.tallies.values())
+
+    @property
+    def pairs(self) -> list[PairResult]:
+        return self.result.pairs
+
+    @property
+    def failures(self) -> dict[str, BackendFailed]:
+        return self.result.failures
+
+    @property
+    def non_finite(self) -> list[NonFinite]:
+        return self.result.non_finite
+
+    @property
+    def iterations(self) -> int:
+        return self.result.iterations
+
+    @property
+    def first_divergence(self) -> Divergence | None:
+        """Where the error enters (marked runs): the first pair's first divergence, if any pair has one."""
+        return next((t.first_divergence[1] for t in self.result.tallies.values() if t.first_divergence), None)
+
+    def pair(self, backend: str, reference: str | None = None) -> PairTally:
+        """The tally of ``backend`` compared with ``reference`` (or with whichever backend it was compared with)."""
+        for tally in self.result.tallies.values():
+            if tally.backend == backend and reference in (None, tally.reference):
+                return tally
+        raise KeyError(f"no pair {backend} vs {reference or '?'} in this report; pairs: "
+                       f"{', '.join(f'{t.backend} vs {t.reference}' for t in self.result.tallies.values())}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The --report-json document as Python objects (NaN and infinities as the strings JSON needs)."""
+        from cmpx.reports.json_report import run_document, strict
+
+        return strict(run_document(self))
+
+    def to_json(self, indent: int | None = 1) -> str:
+        from cmpx.reports.json_report import to_json
+
+        return to_json(self, indent)
+
+    def text(self, verbosity: int = 1) -> str:
+        """The report ``cmpx run`` prints (0 quiet, 1 normal, 2 verbose), from the retained results."""
+        from cmpx.reports.text import TextReporter
+
+        lines: list[str] = []
+        reporter = TextReporter(self.plan, lines.append, verbosity=verbosity)
+        reporter.started()
+        for warning in self.warnings:
+            reporter.warning(warning)
+        for name, seconds in self.result.load_seconds.items():
+            reporter.loaded(name, seconds)
+        for error in self.result.failures.values():
+            reporter.backend_failed(error)
+        for pair in self.result.pairs:
+            reporter.pair_compared(pair)
+        for finding in self.result.non_finite:
+            reporter.non_finite(finding)
+        reporter.finished(self)
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return (f"<cmpx.Report {self.exit_code.name} | {len(self.result.tallies)} pair(s) over "
+                f"{self.result.iterations} iteration(s) | backends: {', '.join(self.backends)}>")

@@ -1,0 +1,108 @@
+"""What a run tells its reporters as it goes (the text report on the terminal, streamed machine reports)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from cmpx.errors import BackendFailed
+    from cmpx.report import Report
+    from cmpx.results import NonFinite, PairResult
+
+
+class Reporter(Protocol):
+    """Receives a run's events in order: ``started``, then any of the others, then ``finished`` once (also after
+    an interruption), then ``wrote`` for each report file written. A reporter is made for one run, with its
+    plan."""
+
+    def started(self) -> None: ...
+    def warning(self, message: str) -> None: ...
+    def waiting(self, phase: str, pending: list[str], elapsed: float, status: dict[str, str]) -> None: ...
+    def loaded(self, backend: str, seconds: float) -> None: ...
+    def backend_failed(self, error: BackendFailed) -> None: ...
+    def pair_compared(self, pair: PairResult) -> None: ...
+    def non_finite(self, finding: NonFinite) -> None: ...
+    def worker_output(self, backend: str, text: str) -> None: ...
+    def finished(self, report: Report) -> None: ...
+    def wrote(self, what: str, path: str) -> None: ...
+
+
+class SilentReporter:
+    """Reports nothing: the Python API's default (the returned Report holds everything)."""
+
+    def started(self) -> None:
+        pass
+
+    def warning(self, message: str) -> None:
+        pass
+
+    def waiting(self, phase: str, pending: list[str], elapsed: float, status: dict[str, str]) -> None:
+        pass
+
+    def loaded(self, backend: str, seconds: float) -> None:
+        pass
+
+    def backend_failed(self, error: BackendFailed) -> None:
+        pass
+
+    def pair_compared(self, pair: PairResult) -> None:
+        pass
+
+    def non_finite(self, finding: NonFinite) -> None:
+        pass
+
+    def worker_output(self, backend: str, text: str) -> None:
+        pass
+
+    def finished(self, report: Report) -> None:
+        pass
+
+    def wrote(self, what: str, path: str) -> None:
+        pass
+
+
+class Reporters:
+    """Several reporters, each told every event in turn."""
+
+    def __init__(self, *reporters: Reporter):
+        self.reporters = reporters
+
+    def started(self) -> None:
+        for reporter in self.reporters:
+            reporter.started()
+
+    def warning(self, message: str) -> None:
+        for reporter in self.reporters:
+            reporter.warning(message)
+
+    def waiting(self, phase: str, pending: list[str], elapsed: float, status: dict[str, str]) -> None:
+        for reporter in self.reporters:
+            reporter.waiting(phase, pending, elapsed, status)
+
+    def loaded(self, backend: str, seconds: float) -> None:
+        for reporter in self.reporters:
+            reporter.loaded(backend, seconds)
+
+    def backend_failed(self, error: BackendFailed) -> None:
+        for reporter in self.reporters:
+            reporter.backend_failed(error)
+
+    def pair_compared(self, pair: PairResult) -> None:
+        for reporter in self.reporters:
+            reporter.pair_compared(pair)
+
+    def non_finite(self, finding: NonFinite) -> None:
+        for reporter in self.reporters:
+            reporter.non_finite(finding)
+
+    def worker_output(self, backend: str, text: str) -> None:
+        for reporter in self.reporters:
+            reporter.worker_output(backend, text)
+
+    def finished(self, report: Report) -> None:
+        for reporter in self.reporters:
+            reporter.finished(report)
+
+    def wrote(self, what: str, path: str) -> None:
+        for reporter in self.reporters:
+            reporter.wrote(what, path)

@@ -1,0 +1,215 @@
+"""What a run found: each metric's verdict on each output, per pair and iteration, aggregated per pair as the
+iterations come, plus backend failures and timings. Plain data; no numpy.
+
+Memory does not grow with the iteration count: every pair keeps running totals (``PairTally``), and the
+per-iteration results (``RunResult.pairs``) are kept only up to ``RunResult.retain_outputs`` compared outputs in
+all; past that, only failing iterations are kept, up to the same bound again. Reports that need every iteration
+(``--report-json``) receive them as they happen.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from cmpx.errors import ExitCode
+
+if TYPE_CHECKING:
+    from cmpx.errors import BackendFailed
+
+RETAINED_OUTPUTS = 20_000  # per-iteration output results kept in memory (each holds a few KB of statistics)
+FAILING_ITERATIONS_LISTED = 1_000  # iteration numbers kept per pair to say which iterations failed
+
+
+@dataclass(frozen=True)
+class MetricResult:
+    """One metric's verdict on one output.
+
+    ``criterion`` says what was required ("atol 1e-05, rtol 1e-05", ">= 0.997"), ``summary`` is the one-line
+    finding, ``details`` are further report lines, ``data`` JSON-friendly numbers for machine reports.
+    """
+
+    metric: str
+    passed: bool
+    summary: str = ""
+    criterion: str = ""
+    value: float | None = None
+    details: Sequence[str] = ()
+    data: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class OutputResult:
+    """One output (or marked tensor) of one pair in one iteration. ``elements`` is how many elements were
+    compared (0 when it failed before any metric ran)."""
+
+    output: str
+    metrics: Sequence[MetricResult] = ()
+    note: str = ""  # why it failed before any metric ran (missing, shape mismatch), or a dtype remark
+    failed_early: bool = False
+    elements: int = 0
+
+    @property
+    def passed(self) -> bool:
+        return not self.failed_early and all(m.passed for m in self.metrics)
+
+    def worst(self, key: str) -> float | None:
+        """The largest ``key`` ("abs" or "rel") error any metric measured; None if none did."""
+        values = [m.data[key]["max"] for m in self.metrics if isinstance(m.data.get(key), Mapping)]
+        return _largest(values)
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """The first tensor, in graph order, that fails while every compared tensor it is computed from passes."""
+
+    tensor: str
+    node: str
+    op_type: str
+    result: OutputResult
+
+
+@dataclass
+class PairResult:
+    """One backend compared against its reference backend, in one iteration. ``unmatched`` lists intermediate
+    tensors that only one side produced (not failures); ``first_divergence`` is set when tensors were marked."""
+
+    backend: str
+    reference: str
+    iteration: int
+    outputs: list[OutputResult] = field(default_factory=list)
+    unmatched: list[tuple[str, str]] = field(default_factory=list)  # (tensor, the side that has it)
+    first_divergence: Divergence | None = None
+
+    @property
+    def passed(self) -> bool:
+        return all(o.passed for o in self.outputs)
+
+
+@dataclass(frozen=True)
+class NonFinite:
+    """--validate: NaN or Inf in one backend's output."""
+
+    backend: str
+    output: str
+    nan_count: int
+    inf_count: int
+    first_index: tuple[int, ...]
+
+    def __str__(self) -> str:
+        return (f"{self.backend} output {self.output} has {self.nan_count} NaN and {self.inf_count} Inf; "
+                f"the first at index {self.first_index}")
+
+
+@dataclass
+class PairTally:
+    """One (backend, reference) pair over every iteration, totalled as the iterations come."""
+
+    backend: str
+    reference: str
+    iterations: int = 0
+    iterations_passed: int = 0
+    outputs: int = 0
+    outputs_passed: int = 0
+    elements: int = 0
+    worst_abs: float | None = None
+    worst_rel: float | None = None
+    failing_iterations: list[int] = field(default_factory=list)  # the first FAILING_ITERATIONS_LISTED
+    first_divergence: tuple[int, Divergence] | None = None  # (iteration, divergence), the first one found
+
+    def add(self, pair: PairResult) -> None:
+        self.iterations += 1
+        self.iterations_passed += pair.passed
+        self.outputs += len(pair.outputs)
+        self.outputs_passed += sum(o.passed for o in pair.outputs)
+        self.elements += sum(o.elements for o in pair.outputs)
+        self.worst_abs = _largest([self.worst_abs, *(o.worst("abs") for o in pair.outputs)])
+        self.worst_rel = _largest([self.worst_rel, *(o.worst("rel") for o in pair.outputs)])
+        if not pair.passed and len(self.failing_iterations) < FAILING_ITERATIONS_LISTED:
+            self.failing_iterations.append(pair.iteration)
+        if pair.first_divergence is not None and self.first_divergence is None:
+            self.first_divergence = (pair.iteration, pair.first_divergence)
+
+    @property
+    def passed(self) -> bool:
+        return self.iterations > 0 and self.iterations_passed == self.iterations
+
+    @property
+    def pass_rate(self) -> float:
+        return self.iterations_passed / self.iterations if self.iterations else 0.0
+
+
+@dataclass
+class Timing:
+    """Running totals of one backend's inference times."""
+
+    count: int = 0
+    total: float = 0.0
+    fastest: float = math.inf
+    slowest: float = 0.0
+
+    def add(self, seconds: float) -> None:
+        self.count += 1
+        self.total += seconds
+        self.fastest = min(self.fastest, seconds)
+        self.slowest = max(self.slowest, seconds)
+
+    @property
+    def mean(self) -> float | None:
+        return self.total / self.count if self.count else None
+
+
+@dataclass
+class RunResult:
+    """Everything a run found; built by the execution, read by the reports and the public ``Report``."""
+
+    tallies: dict[tuple[str, str], PairTally] = field(default_factory=dict)
+    pairs: list[PairResult] = field(default_factory=list)  # retained per-iteration results (module docstring)
+    pairs_dropped: int = 0  # per-iteration results not retained (their totals are in ``tallies``)
+    non_finite: list[NonFinite] = field(default_factory=list)  # found by --validate
+    stopped_early: bool = False  # --fail-fast
+    failures: dict[str, BackendFailed] = field(default_factory=dict)
+    load_seconds: dict[str, float] = field(default_factory=dict)
+    infer_seconds: dict[str, Timing] = field(default_factory=dict)
+    iterations: int = 0
+    retain_outputs: int = RETAINED_OUTPUTS
+    _retained_outputs: int = 0
+
+    def add_pair(self, pair: PairResult) -> None:
+        key = (pair.backend, pair.reference)
+        self.tallies.setdefault(key, PairTally(*key)).add(pair)
+        size = max(1, len(pair.outputs))
+        keep = self._retained_outputs + size <= self.retain_outputs or (
+            not pair.passed and self._retained_outputs + size <= 2 * self.retain_outputs)
+        if keep:
+            self.pairs.append(pair)
+            self._retained_outputs += size
+        else:
+            self.pairs_dropped += 1
+
+    def add_timing(self, backend: str, seconds: float) -> None:
+        self.infer_seconds.setdefault(backend, Timing()).add(seconds)
+
+    @property
+    def compared(self) -> int:
+        """Pair-iterations that compared at least one output."""
+        return sum(t.iterations for t in self.tallies.values() if t.outputs)
+
+    @property
+    def exit_code(self) -> ExitCode:
+        """3 if any backend failed (it outranks a mismatch); 1 if any output mismatched or --validate found
+        NaN/Inf; else 0."""
+        if self.failures:
+            return ExitCode.BACKEND_FAILED
+        if self.non_finite or any(not t.passed for t in self.tallies.values()):
+            return ExitCode.MISMATCH
+        return ExitCode.PASSED
+
+
+def _largest(values: Sequence[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    if not present:
+        return None
+    return math.nan if any(math.isnan(v) for v in present) else max(present)
