@@ -92,7 +92,8 @@ class BackendTimeout(BackendFailed):
     """The worker did not answer within the deadline and was stopped."""
 
     def __init__(self, backend: str, phase: str, seconds: float):
-        super().__init__(backend, phase, f"no answer within {seconds:g} s (--timeout); worker stopped")
+        limit = "the limit for starting a worker" if phase == "start" else "--timeout"
+        super().__init__(backend, phase, f"no answer within {seconds:g} s ({limit}); worker stopped")
         self.seconds = seconds
 
 

@@ -22,6 +22,7 @@ from cmpx.saved.cmpx_format import RunWriter
 from cmpx.transport import shm, supervisor
 
 CLOSE_TIMEOUT_SECONDS = 10.0
+START_TIMEOUT_SECONDS = 60.0  # from spawning a worker to its hello, or --timeout where that is longer
 MAPPING_BUDGET = 768 << 20  # an iteration's outputs up to this size stay mapped between iterations
 
 
@@ -127,7 +128,10 @@ def _start_and_load(run: _Run) -> None:
     plan = run.plan
     if not plan.backends:
         return
-    _collect(run, supervisor.wait_replies(run.workers.values(), "hello", "start", plan.timeouts,
+    # Starting (a fresh interpreter saying hello) is not a load or an inference: it has its own limit, so that a
+    # short --timeout meant for a hanging load does not fail an interpreter that is slow to start on a busy machine.
+    start_limits = {name: max(seconds, START_TIMEOUT_SECONDS) for name, seconds in plan.timeouts.items()}
+    _collect(run, supervisor.wait_replies(run.workers.values(), "hello", "start", start_limits,
                                           on_wait=_progress(run, "starting")))
     ids = {}
     for backend in plan.backends:

@@ -34,7 +34,8 @@ class PluginFailure:
 
 @dataclass(frozen=True)
 class PluginSettings:
-    """What decides which plugins load. Sent to every worker so that it loads the same set."""
+    """What decides which plugins load in the coordinator. Workers receive it with their setup and import the
+    ``extra`` modules (``-p``), which may hold the backend classes they run."""
 
     autoload: bool = True
     extra: tuple[str, ...] = ()

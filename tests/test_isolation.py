@@ -4,6 +4,7 @@ plugin loaded with -p. Each is reported by name, phase and signal or exit code w
 fixture checks shared memory and the process table after every case)."""
 
 import json
+import os
 import re
 import time
 
@@ -104,3 +105,36 @@ def test_a_crash_in_a_later_iteration_keeps_the_earlier_ones_and_repairs_the_pai
 def test_processes_a_backend_forks_do_not_outlive_the_run(run_cli, models, tmp_path):
     result, _ = run_faulty(run_cli, models.matmul_chain, "load:fork-helper", tmp_path)
     assert result.exit_code == 0, result.output  # the run_cli fixture fails the test if the helper survives
+
+
+def _slow_start(directory, seconds: float) -> dict:
+    """An environment in which every cmpx worker's interpreter takes ``seconds`` to start (a sitecustomize that
+    sleeps in worker processes only), as on a busy machine."""
+    directory.mkdir(exist_ok=True)
+    (directory / "sitecustomize.py").write_text(
+        "import sys, time\n"
+        f"if 'cmpx.transport.worker' in getattr(sys, 'orig_argv', []):\n    time.sleep({seconds})\n")
+    return {"PYTHONPATH": os.pathsep.join([str(directory), os.environ.get("PYTHONPATH", "")])}
+
+
+def test_the_timeout_bounds_loads_and_inferences_not_a_slow_interpreter_start(run_cli, models, tmp_path, monkeypatch):
+    for key, value in _slow_start(tmp_path / "site", 1.5).items():
+        monkeypatch.setenv(key, value)
+    result = run_cli("run", models.matmul_chain, "--backend", "onnxrt", "--backend", "faulty", "-p",
+                     "cmpx_test_faulty", "--faulty-fault", "load:hang", "--timeout", "0.5")
+    assert result.exit_code == 3, result.output
+    assert "faulty failed during load: no answer within 0.5 s" in result.output  # started in 1.5 s: not a failure
+    assert "onnxrt failed" not in result.output
+
+
+def test_a_worker_that_never_starts_fails_at_the_start_limit(run_cli, models, tmp_path, monkeypatch):
+    from cmpx import execution
+
+    monkeypatch.setattr(execution, "START_TIMEOUT_SECONDS", 1.0)
+    for key, value in _slow_start(tmp_path / "site", 30).items():
+        monkeypatch.setenv(key, value)
+    started = time.monotonic()
+    result = run_cli("run", models.matmul_chain, "--backend", "onnxrt", "--backend", "onnxref", "--timeout", "0.5")
+    assert result.exit_code == 3, result.output
+    assert "onnxrt failed during start: no answer within 1 s (the limit for starting a worker); worker stopped" in result.output
+    assert time.monotonic() - started < 10
