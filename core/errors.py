@@ -42,6 +42,20 @@ class PluginError(UsageError):
     was blocked (exit 2 when the run needs it)."""
 
 
+class LimitReached(CmpxError):
+    """A limit of the machine stops the run: /dev/shm full, memory, open files (exit 2 in the coordinator; in a
+    worker it is that backend's failure, exit 3). The message names the limit, what was needed and what is left."""
+
+    exit_code = ExitCode.USAGE
+
+
+class OutputFailed(CmpxError):
+    """A report or saved run could not be written (full or read-only disk...); the message says what was kept
+    (exit 2)."""
+
+    exit_code = ExitCode.USAGE
+
+
 class ProtocolError(CmpxError):
     """A worker sent something that is not a valid frame or message (reported as that backend's failure)."""
 

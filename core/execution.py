@@ -4,6 +4,7 @@ runs, compare each iteration's outputs as they arrive, save what was asked, and 
 from __future__ import annotations
 
 import contextlib
+import itertools
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -12,14 +13,17 @@ from cmpx.comparison.compare import compare_tensor
 from cmpx.comparison.divergence import first_divergence
 from cmpx.comparison.pairing import comparison_pairs
 from cmpx.comparison.validation import find_non_finite
-from cmpx.dtypes import numpy_dtype
 from cmpx.errors import BackendFailed
 from cmpx.loaders.feeds import feeds_digest
+from cmpx.loaders.prefetch import Prefetcher
+from cmpx.memory import available_memory
 from cmpx.plan import RunPlan
 from cmpx.reports.reporter import Reporter
 from cmpx.results import PairResult, RunResult
 from cmpx.saved.cmpx_format import RunWriter
-from cmpx.transport import shm, supervisor
+from cmpx.transport import runspace, supervisor
+from cmpx.transport.arena import MappingCache, ReusedSegments
+from cmpx.transport.sources import TensorSource
 
 CLOSE_TIMEOUT_SECONDS = 10.0
 START_TIMEOUT_SECONDS = 60.0  # from spawning a worker to its hello, or --timeout where that is longer
@@ -36,22 +40,22 @@ class _Run:
     inputs_writer: RunWriter | None = None
     outputs_writer: RunWriter | None = None
     warned: set[tuple[str, str]] = field(default_factory=set)
-    inputs: shm.ReusedSegments = field(default_factory=lambda: shm.ReusedSegments())
-    mappings: shm.MappingCache = field(default_factory=lambda: shm.MappingCache(MAPPING_BUDGET))
+    inputs: ReusedSegments = field(default_factory=ReusedSegments)
+    mappings: MappingCache = field(default_factory=lambda: MappingCache(MAPPING_BUDGET))
 
 
 def execute(plan: RunPlan, feeds: Iterator[Mapping[str, Any]] | None, reporter: Reporter,
-            workers: Mapping[str, supervisor.Worker], result: RunResult) -> RunResult:
+            workers: Mapping[str, supervisor.Worker], result: RunResult, prefix: str) -> RunResult:
     """Run ``plan`` over ``feeds`` (one mapping per iteration; None when only saved runs are compared) on
     ``workers`` (one per live backend, just assigned), recording into ``result`` as it goes: an interrupted run
-    keeps everything that finished. Closes the workers when done, but does not release them (their owner does).
+    keeps everything that finished. Segments are named with the run's ``prefix``. Closes the workers when done,
+    but does not release them (their owner does).
 
     Never leaves a segment or an open file behind.
     """
-    shm.sweep_orphans()
-    run = _Run(plan, reporter, result, shm.new_run_prefix(), dict(workers))
+    run = _Run(plan, reporter, result, prefix, dict(workers))
     with contextlib.ExitStack() as cleanup:
-        cleanup.callback(shm.sweep, run.prefix)
+        cleanup.callback(runspace.sweep, run.prefix)
         cleanup.callback(run.inputs.close)
         cleanup.callback(run.mappings.close)
         model_path = plan.model.path if plan.model else None
@@ -69,59 +73,46 @@ def execute(plan: RunPlan, feeds: Iterator[Mapping[str, Any]] | None, reporter: 
 
 def _iterate(run: _Run, feeds: Iterator[Mapping[str, Any]] | None) -> None:
     """Iterations as a two-stage pipeline: while the coordinator compares iteration i, the workers already run
-    iteration i+1 (when memory allows), each stage using its own half of double-buffered segments."""
+    iteration i+1 when its feed is ready and memory allows, each stage using its own half of double-buffered
+    segments. Iteration i is compared and reported as soon as its outputs are in: never held back waiting for
+    the loader to make feed i+1."""
     plan = run.plan
-    limit = plan.iterations
-
-    def next_feed(iteration: int) -> Mapping[str, Any] | None:
-        if limit is not None and iteration >= limit or run.result.stopped_early:
-            return None
-        if plan.backends and not any(w.alive for w in run.workers.values()):
-            return None
-        return next(feeds, None) if feeds is not None else {}
-
-    feed = next_feed(0)
-    inflight = _dispatch(run, 0, feed) if feed is not None else None
-    del feed  # in shared memory now: let the loader's arrays go
-    while inflight is not None:
-        sources = _receive(run, inflight)
-        following = None
-        upcoming = next_feed(inflight.iteration + 1)
-        if upcoming is not None and _overlap_fits(sources):
-            following = _dispatch(run, inflight.iteration + 1, upcoming)
-            upcoming = None
-        try:
-            _compare_iteration(run, inflight, sources)
-        finally:
-            for source in sources.values():
-                source.release_all()
-        run.result.iterations = inflight.iteration + 1
-        if run.result.stopped_early:
-            if following is not None:
-                for source in _receive(run, following).values():  # keep the protocol in step, then drop
+    prefetch = Prefetcher(feeds if feeds is not None else itertools.repeat({}), plan.iterations)
+    try:
+        inflight = _next_dispatch(run, prefetch, 0)
+        while inflight is not None:
+            sources = _receive(run, inflight)
+            following = None
+            if prefetch.ready() and _overlap_fits(sources):
+                following = _next_dispatch(run, prefetch, inflight.iteration + 1)
+            try:
+                _compare_iteration(run, inflight, sources)
+            finally:
+                for source in sources.values():
                     source.release_all()
-            return
-        if following is None and upcoming is not None:
-            following = _dispatch(run, inflight.iteration + 1, upcoming)
-            upcoming = None
-        inflight = following
+            run.result.iterations = inflight.iteration + 1
+            if run.result.stopped_early:
+                if following is not None:
+                    for source in _receive(run, following).values():  # keep the protocol in step, then drop
+                        source.release_all()
+                return
+            inflight = following or _next_dispatch(run, prefetch, inflight.iteration + 1)
+    finally:
+        prefetch.close()
+
+
+def _next_dispatch(run: _Run, prefetch: Prefetcher, iteration: int) -> _Inflight | None:
+    """Hand iteration ``iteration`` to the workers, if there is a feed for it and a live backend to run it."""
+    if run.result.stopped_early or (run.plan.backends and not any(w.alive for w in run.workers.values())):
+        return None
+    feed = prefetch.take()
+    return _dispatch(run, iteration, feed) if feed is not None else None
 
 
 def _overlap_fits(sources: Mapping[str, TensorSource]) -> bool:
     """Overlap only if two iterations' tensors fit comfortably in the memory available now."""
     in_use = sum(source.nbytes for source in sources.values())
-    return 4 * in_use < _available_memory()
-
-
-def _available_memory() -> int:
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
+    return 4 * in_use < available_memory()
 
 
 def _start_and_load(run: _Run) -> None:
@@ -256,51 +247,6 @@ def _compare_iteration(run: _Run, inflight: _Inflight, sources: dict[str, Tensor
             pair.first_divergence = first_divergence(plan.graph, {o.output: o for o in pair.outputs})
         run.result.add_pair(pair)
         run.reporter.pair_compared(pair)
-
-
-class TensorSource:
-    """One backend's tensors of one iteration, loaded one at a time. Saved ones are memory-mapped arrays;
-    live ones are shared-memory segments written by the worker, mapped when asked for and unmapped as soon as
-    they are released, so the coordinator holds only the tensors being compared. The segments stay for the
-    worker to reuse two iterations later; the run's sweep removes them at the end."""
-
-    def __init__(self, arrays: Mapping[str, Any] | None = None,
-                 descriptors: Mapping[str, Mapping[str, Any]] | None = None, mappings: shm.MappingCache | None = None):
-        self._arrays = dict(arrays or {})
-        self._descriptors = dict(descriptors or {})
-        self._attached: dict[str, shm.Segment] = {}
-        self.mappings = mappings  # keeps small iterations' segments mapped for the next time; None: unmap
-        self.names = list(self._arrays) or list(self._descriptors)
-
-    def load(self, name: str) -> Any:
-        if name in self._arrays:
-            return self._arrays[name]
-        descriptor = self._descriptors[name]
-        segment = self.mappings.get(descriptor["segment"]) if self.mappings else shm.Segment.attach(
-            descriptor["segment"])
-        self._attached[name] = segment
-        return shm.read_tensors([descriptor], {segment.name: segment})[name]
-
-    def release(self, name: str) -> None:
-        self._arrays.pop(name, None)
-        segment = self._attached.pop(name, None)
-        if segment is not None:
-            if self.mappings is not None:
-                self.mappings.put(segment)
-            else:
-                segment.close()
-
-    def release_all(self) -> None:
-        for name in list(self._attached):
-            self.release(name)
-        self._arrays.clear()
-
-    @property
-    def nbytes(self) -> int:
-        import numpy as np
-
-        return sum(int(np.prod(d["shape"], dtype=np.int64)) * numpy_dtype(d["dtype"]).itemsize
-                   for d in self._descriptors.values())
 
 
 def _check_digest(run: _Run, saved: Any, iteration: int, digest: str | None) -> None:

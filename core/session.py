@@ -6,15 +6,13 @@
     plan        read the model and saved runs, make data and transformed models       (cmpx.planner)
     execute     load, infer, compare iteration by iteration                           (cmpx.execution)
     report      the Report, the reporter's summary, the report files                  (cmpx.report, cmpx.reports)
-    release     workers, scratch directories; segments are swept by the execution
+    release     workers (their process groups too), then the run's space: segments, scratch directories, lock
 
 The session holds what it started from ``start`` on, and releases all of it when it ends, however it ends.
 """
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -23,6 +21,7 @@ from cmpx.planner import build_plan
 from cmpx.preflight import preflight
 from cmpx.report import Report
 from cmpx.reports.reporter import Reporter, Reporters, SilentReporter
+from cmpx.transport import runspace
 from cmpx.transport.pool import WorkerPool, release_workers
 
 if TYPE_CHECKING:
@@ -56,7 +55,7 @@ class Session:
         self.warnings: list[str] = []
         self.workers: dict[str, Worker] = {}
         self.reporter: Reporter | None = None
-        self._scratch: str | None = None
+        self.space: runspace.RunSpace | None = None
 
     def __enter__(self) -> Session:
         return self
@@ -73,6 +72,8 @@ class Session:
             from cmpx.reports.plots import check_plotting
 
             check_plotting()
+        runspace.sweep_orphans()  # what dead runs of this user left behind
+        self.space = runspace.RunSpace()
         # The workers start now, before anything heavy is imported here, and import their frameworks while this
         # process reads the model and makes data; if that finds a problem they are stopped before loading anything.
         self.workers = (self.pool or WorkerPool()).assign(checked.backends, self.settings)
@@ -83,8 +84,8 @@ class Session:
             first = checked.backends[0]
             described = describe_model(self.workers[first.name], first, self.request.model,
                                        checked.timeouts[first.name])
-        self._scratch = tempfile.mkdtemp(prefix="cmpx-transformed-")
-        plan, feeds = build_plan(checked, warn=self._warn, scratch=self._scratch, described=described)
+        plan, feeds = build_plan(checked, warn=self._warn, scratch=self.space.scratch_directory(),
+                                 described=described)
         from cmpx.execution import execute
         from cmpx.results import RunResult
 
@@ -92,7 +93,7 @@ class Session:
         self.reporter.started()
         result = RunResult()
         try:
-            execute(plan, feeds, self.reporter, self.workers, result)
+            execute(plan, feeds, self.reporter, self.workers, result, self.space.prefix)
         except KeyboardInterrupt:
             report = Report(plan, result, self.warnings, interrupted=True)
             self.reporter.finished(report)
@@ -134,12 +135,14 @@ class Session:
                     self.reporter.worker_output(name, text)
 
     def release(self) -> None:
-        """Stop every worker the session took and remove its scratch directory; safe to call more than once."""
+        """Stop every worker the session took (their process groups too), then remove the run's segments, scratch
+        directories and lock; safe to call more than once."""
         workers, self.workers = self.workers, {}
-        release_workers(workers)
-        if self._scratch is not None:
-            shutil.rmtree(self._scratch, ignore_errors=True)
-            self._scratch = None
+        try:
+            release_workers(workers)
+        finally:
+            if self.space is not None:
+                self.space.close()
 
 
 class _WarningsKept(SilentReporter):

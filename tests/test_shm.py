@@ -1,26 +1,29 @@
 import os
+import shutil
 import subprocess
 import sys
 
 import numpy as np
 import pytest
 
-from cmpx.transport import shm
 from cmpx.dtypes import ONNX_TO_NUMPY, numpy_dtype
+from cmpx.errors import LimitReached
+from cmpx.transport import runspace, shm
+from cmpx.transport.arena import Allocations, MappingCache, ReusedSegments
 
 
 @pytest.fixture
 def prefix():
-    prefix = shm.new_run_prefix()
-    yield prefix
-    shm.sweep(prefix)
+    space = runspace.RunSpace()
+    yield space.prefix
+    space.close()
 
 
 @pytest.mark.parametrize("dtype", sorted(set(ONNX_TO_NUMPY.values())))
 def test_tensors_round_trip_as_views_for_every_dtype(prefix, dtype):
     arrays = {"a": np.arange(12).reshape(3, 4).astype(numpy_dtype(dtype)),
               "b": np.ones((0, 5), dtype=numpy_dtype(dtype)), "c": np.float32(2.5).reshape(())}
-    writer = shm.ReusedSegments()
+    writer = ReusedSegments()
     descriptors = writer.write(prefix + "x", arrays)
     assert all(d["offset"] % shm.ALIGNMENT == 0 for d in descriptors)
     reader = shm.Segment.attach(prefix + "x")
@@ -36,7 +39,7 @@ def test_tensors_round_trip_as_views_for_every_dtype(prefix, dtype):
 
 
 def test_descriptors_cannot_point_outside_the_segment(prefix):
-    writer = shm.ReusedSegments()
+    writer = ReusedSegments()
     [descriptor] = writer.write(prefix + "x", {"a": np.zeros(4, np.float32)})
     descriptor["shape"] = [1000]
     segment = shm.Segment.attach(prefix + "x")
@@ -47,37 +50,88 @@ def test_descriptors_cannot_point_outside_the_segment(prefix):
 
 
 def test_sweep_removes_only_its_own_prefix(prefix):
-    other = shm.new_run_prefix()
+    other = runspace.RunSpace()
     shm.Segment.create(prefix + "a", 8).close()
-    shm.Segment.create(other + "b", 8).close()
-    assert shm.sweep(prefix) == [prefix + "a"]
-    assert shm.list_segments(other) == [other + "b"]
-    shm.sweep(other)
+    shm.Segment.create(other.prefix + "b", 8).close()
+    assert runspace.sweep(prefix) == [prefix + "a"]
+    assert shm.list_segments(other.prefix) == [other.prefix + "b", other.prefix + "lock"]
+    other.close()
+    assert shm.list_segments(other.prefix) == []
 
 
-def test_orphans_of_dead_coordinators_are_swept():
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    orphan = f"cmpx-{dead.stdout.strip()}-deadbeef-in0"
-    shm.Segment.create(orphan, 8).close()
-    mine = shm.new_run_prefix() + "in0"
-    shm.Segment.create(mine, 8).close()
+def _dead_run(prefix_holder: list) -> str:
+    """A run whose process died without cleaning up: its lock file and a segment are left, the lock not held."""
+    code = ("from cmpx.transport import runspace, shm\n"
+            "space = runspace.RunSpace()\n"
+            "shm.Segment.create(space.prefix + 'in0', 8).close()\n"
+            "print(space.prefix, flush=True)\n"
+            "import os; os._exit(0)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return done.stdout.strip()
+
+
+def test_orphans_of_dead_runs_are_swept_and_live_runs_are_not(prefix):
+    dead = _dead_run([])
+    shm.Segment.create(prefix + "in0", 8).close()
+    removed = runspace.sweep_orphans()
+    assert dead + "in0" in removed and dead + "lock" in removed
+    assert shm.list_segments(dead) == []
+    assert shm.list_segments(prefix) == [prefix + "in0", prefix + "lock"]  # ours: alive, whatever its pid says
+
+
+def test_liveness_is_the_lock_not_the_pid():
+    """A run in another PID namespace (a container sharing /dev/shm) has a pid that means nothing here: a
+    live run must be judged by its lock. Here: a live run whose name carries a pid that does not exist."""
+    space = runspace.RunSpace()
+    fake = f"cmpx-999999999-{space.prefix.split('-')[2]}-"
+    os.rename(space.lock_path, runspace.lock_path(fake))  # the lock, still held, under the foreign name
+    shm.Segment.create(fake + "in0", 8).close()
     try:
-        assert orphan in shm.sweep_orphans()
-        assert os.path.exists(os.path.join(shm.SHM_DIR, mine))
+        assert fake + "in0" not in runspace.sweep_orphans()
+        assert os.path.exists(os.path.join(shm.SHM_DIR, fake + "in0"))
     finally:
-        shm.unlink(mine)
-        shm.unlink(orphan)
+        os.rename(runspace.lock_path(fake), space.lock_path)
+        runspace.sweep(fake)
+        space.close()
+
+
+def test_a_sweep_from_another_pid_namespace_leaves_a_live_run_alone(prefix):
+    if shutil.which("unshare") is None or os.geteuid() != 0:
+        pytest.skip("needs root and unshare(1) to make a PID namespace")
+    shm.Segment.create(prefix + "in0", 8).close()
+    code = "from cmpx.transport import runspace; print(runspace.sweep_orphans())"
+    done = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c", code],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert prefix + "in0" not in done.stdout
+    assert os.path.exists(os.path.join(shm.SHM_DIR, prefix + "in0"))
+
+
+def test_another_users_leftovers_are_skipped_not_fatal(run_cli):
+    if os.geteuid() != 0:
+        pytest.skip("needs root to make files owned by another user")
+    stale = "cmpx-999999998-0badf00d-"
+    for name in ("in0", "lock"):
+        shm.Segment.create(stale + name, 8).close()
+        os.chown(os.path.join(shm.SHM_DIR, stale + name), 65534, 65534)  # nobody
+    try:
+        result = run_cli("run", "examples/models/conv.onnx", "--backend", "onnxrt", "--backend", "onnxref")
+        assert result.exit_code == 0, result.output
+        assert os.path.exists(os.path.join(shm.SHM_DIR, stale + "in0"))  # not ours to remove
+    finally:
+        for name in ("in0", "lock"):
+            shm.unlink(stale + name)
 
 
 def test_names_outside_the_cmpx_namespace_are_refused():
     with pytest.raises(ValueError):
         shm.Segment.create("../etc/x", 1)
     with pytest.raises(ValueError):
-        shm.sweep("cmpx-")
+        runspace.sweep("cmpx-")
 
 
 def test_segments_are_rewritten_in_place_and_replaced_when_the_size_changes(prefix):
-    writer = shm.ReusedSegments()
+    writer = ReusedSegments()
     writer.write(prefix + "in", {"a": np.ones(4, np.float32)})
     first = os.stat(os.path.join(shm.SHM_DIR, prefix + "in")).st_ino
     [descriptor] = writer.write(prefix + "in", {"a": np.full(4, 7, np.float32)})
@@ -91,7 +145,7 @@ def test_segments_are_rewritten_in_place_and_replaced_when_the_size_changes(pref
 
 
 def test_a_cached_mapping_of_a_replaced_segment_is_not_reused(prefix):
-    cache = shm.MappingCache(1 << 20)
+    cache = MappingCache(1 << 20)
     shm.Segment.create(prefix + "o", 8).close()
     old = cache.get(prefix + "o")
     cache.put(old)
@@ -101,3 +155,56 @@ def test_a_cached_mapping_of_a_replaced_segment_is_not_reused(prefix):
     assert fresh is not old and fresh.size == 16
     cache.put(fresh)
     cache.close()
+
+
+def test_outputs_are_packed_so_descriptors_stay_few_whatever_the_tensor_count(prefix):
+    cache = MappingCache(1 << 30, writable=True)
+    expected = 0
+    for _ in range(3):
+        allocations = Allocations(prefix + "o0p0", cache, expected)
+        arrays = {f"t{i}": np.full((8, 8), i, np.float32) for i in range(300)}
+        arrays["big"] = np.ones((256, 256), np.float32)
+        descriptors = allocations.describe(arrays)
+        expected = allocations.used
+        allocations.close()
+    assert len({d["segment"] for d in descriptors}) == 1  # after the first inference: one chunk holds them all
+    big = next(d for d in descriptors if d["name"] == "big")
+    assert big["offset"] % shm.PAGE == 0  # large tensors start on a page, so a reader can drop their pages
+    reader = shm.Segment.attach(descriptors[0]["segment"], populate=False)
+    back = shm.read_tensors(descriptors, {reader.name: reader})
+    assert back["t299"][0, 0] == 299 and back["big"].sum() == 256 * 256
+    del back
+    reader.close()
+    cache.close()
+
+
+def _shm_limited(code: str, size: str) -> subprocess.CompletedProcess:
+    """Run ``code`` in a private mount namespace whose /dev/shm is a tmpfs of ``size``."""
+    script = f"mount -t tmpfs -o size={size} tmpfs /dev/shm && exec {sys.executable} -c \"$0\""
+    return subprocess.run(["unshare", "-m", "sh", "-c", script, code], capture_output=True, text=True, timeout=120)
+
+
+def _can_limit_shm() -> str | None:
+    if shutil.which("unshare") is None or os.geteuid() != 0:
+        return "needs root and unshare(1) for a private, small /dev/shm"
+    probe = _shm_limited("print('ok')", "1M")
+    return None if probe.stdout.strip() == "ok" else f"cannot mount a private tmpfs: {probe.stderr.strip()}"
+
+
+def test_a_full_dev_shm_is_an_error_naming_it_not_a_sigbus():
+    reason = _can_limit_shm()
+    if reason:
+        pytest.skip(reason)
+    code = ("from cmpx.transport import runspace, shm\n"
+            "space = runspace.RunSpace()\n"
+            "try:\n"
+            "    shm.Segment.create(space.prefix + 'big', 64 << 20)\n"
+            "except shm.SharedMemoryFull as exc:\n"
+            "    print('ERROR', exc)\n"
+            "print('LEFT', shm.list_segments())\n"
+            "space.close()\n")
+    done = _shm_limited(code, "8M")
+    assert done.returncode == 0, done.stderr
+    assert "ERROR /dev/shm is full: a segment of 64 MiB needs 64 MiB and /dev/shm has 8 MiB free" in done.stdout
+    assert "'big'" not in done.stdout and "big']" not in done.stdout  # nothing half-made is left
+    assert issubclass(shm.SharedMemoryFull, LimitReached)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from cmpx.transport import shm
+from cmpx.transport import runspace, shm
 
 
 def worker_processes(parent: int | None = None) -> list[int]:
@@ -29,13 +29,32 @@ def worker_processes(parent: int | None = None) -> list[int]:
 
 
 def segments() -> set[str]:
-    """cmpx segments that this process's runs could have left: its own, and those of coordinators that are no
-    longer alive (a subprocess run). Segments of other live runs (a test suite running beside this one) are not
-    counted."""
+    """cmpx files in /dev/shm that this process's runs could have left: its own, and those of runs that are no
+    longer alive (a subprocess run; files without a run lock count too). Files of other live runs (a test suite
+    running beside this one) and other users' files are not counted."""
     mine = f"{shm.PREFIX}{os.getpid()}-"
     found = set()
     for name in shm.list_segments():
-        owner = name[len(shm.PREFIX):].split("-", 1)[0]
-        if name.startswith(mine) or (owner.isdigit() and not shm.process_alive(int(owner))):
+        try:
+            owned = os.lstat(os.path.join(shm.SHM_DIR, name)).st_uid == os.getuid()
+        except FileNotFoundError:
+            continue
+        if owned and (name.startswith(mine) or _dead(runspace.prefix_of(name))):
             found.add(name)
     return found
+
+
+def _dead(prefix: str) -> bool:
+    """A run that holds no lock; for files without a lock file (an older cmpx's), a process id that is gone."""
+    if os.path.exists(runspace.lock_path(prefix)):
+        return not runspace.is_alive(prefix)
+    pid = prefix[len(shm.PREFIX):].split("-", 1)[0]
+    if not pid.isdigit():
+        return True
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        pass
+    return False

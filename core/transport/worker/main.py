@@ -17,6 +17,7 @@ import numpy as np
 
 from cmpx.backend import Backend
 from cmpx.transport import protocol, shm
+from cmpx.transport.arena import Allocations, MappingCache
 from cmpx.transport.messages import Load, Setup
 from cmpx.transport.worker.parent_watch import die_with_parent
 
@@ -90,7 +91,8 @@ class _State:
         self.backend: Backend | None = None
         self.loaded: tuple[str, float] | None = None  # (what was loaded, seconds it took), after a describe
         self.backend_class: type[Backend] | Exception = WorkerError("load before setup")
-        self.mappings = shm.MappingCache(MAPPING_BUDGET, writable=True)
+        self.mappings = MappingCache(MAPPING_BUDGET, writable=True)
+        self.output_bytes: dict[str, int] = {}  # per output prefix: what the last inference's outputs took
 
     def prepare(self, setup: Setup) -> None:
         """Import the plugin modules named with -p / CMPX_PLUGINS, then the backend class the coordinator resolved
@@ -198,12 +200,15 @@ def _infer(state: _State, message: dict[str, Any]) -> list[dict[str, Any]]:
     backend = state.backend
     descriptors = message["inputs"]
     segments = {name: shm.Segment.attach(name) for name in {d["segment"] for d in descriptors}}
-    allocations = shm.Allocations(message["out_prefix"], state.mappings)
+    prefix = message["out_prefix"]
+    allocations = Allocations(prefix, state.mappings, state.output_bytes.get(prefix, 0))
     try:
         feeds = shm.read_tensors(descriptors, segments)
         outputs = backend.infer_into(feeds, allocations.allocate)
         del feeds
-        return allocations.describe(_check_outputs(outputs))
+        described = allocations.describe(_check_outputs(outputs))
+        state.output_bytes[prefix] = allocations.used
+        return described
     finally:
         allocations.close()
         for segment in segments.values():
