@@ -60,15 +60,24 @@ def execute(plan: RunPlan, feeds: Iterator[Mapping[str, Any]] | None, reporter: 
         cleanup.callback(run.mappings.close)
         model_path = plan.model.path if plan.model else None
         if plan.save_inputs:
-            run.inputs_writer = RunWriter(plan.save_inputs, "inputs", model_path)
-            cleanup.callback(run.inputs_writer.close)
+            run.inputs_writer = RunWriter(plan.save_inputs, "inputs", model_path, "--save-inputs")
+            cleanup.push(_closer(run.inputs_writer))
         if plan.save_outputs:
-            run.outputs_writer = RunWriter(plan.save_outputs, "outputs", model_path)
-            cleanup.callback(run.outputs_writer.close)
+            run.outputs_writer = RunWriter(plan.save_outputs, "outputs", model_path, "--save-outputs")
+            cleanup.push(_closer(run.outputs_writer))
         _start_and_load(run)
         _iterate(run, feeds)
         _close_workers(run)
     return result
+
+
+def _closer(writer: RunWriter):
+    """Close a saved run when the execution ends, marking it complete only if nothing went wrong."""
+    def close(exc_type: Any, exc: Any, traceback: Any) -> bool:
+        writer.close(complete=exc_type is None)
+        return False
+
+    return close
 
 
 def _iterate(run: _Run, feeds: Iterator[Mapping[str, Any]] | None) -> None:

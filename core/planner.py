@@ -36,7 +36,7 @@ def build_plan(checked: Preflight, warn: Callable[[str], None], scratch: str | N
         model: ModelInfo | None = described
     else:
         model = _read_model(request, backends)
-    saved = _saved_backends(request, model)
+    saved = _saved_backends(request, model, warn)
     names = [b.name for b in backends] + [b.name for b in saved]
     if len(names) < 2:
         raise UsageError(f"cmpx run compares backends: give at least two --backend or --load-outputs (got "
@@ -155,7 +155,7 @@ def _read_model(request: RunRequest, backends: Sequence[BackendPlan]) -> ModelIn
     return None
 
 
-def _saved_backends(request: RunRequest, model: ModelInfo | None) -> list[SavedBackend]:
+def _saved_backends(request: RunRequest, model: ModelInfo | None, warn: Callable[[str], None]) -> list[SavedBackend]:
     if not request.load_outputs:
         return []
     from cmpx.saved.opening import open_saved
@@ -164,7 +164,11 @@ def _saved_backends(request: RunRequest, model: ModelInfo | None) -> list[SavedB
     found = []
     for path in request.load_outputs:
         label = os.path.splitext(os.path.basename(os.path.normpath(path)))[0]
-        for source in open_saved(path, "outputs", fallback).sources:
+        saved = open_saved(path, "outputs", fallback)
+        if not saved.complete:
+            warn(f"--load-outputs {path} was not completed (the run that saved it was interrupted, or its disk "
+                 f"filled); it holds {max((len(s) for s in saved.sources), default=0)} iteration(s)")
+        for source in saved.sources:
             found.append((f"{source.name}@{label}", source, path))
     unique = instance_names([name for name, _, _ in found])
     return [SavedBackend(name, source, path) for name, (_, source, path) in zip(unique, found)]

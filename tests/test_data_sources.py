@@ -68,7 +68,7 @@ def test_bad_scripts_are_usage_errors_before_any_worker(run_cli, tmp_path):
         assert message in result.output, (body, result.output)
         assert "loaded" not in result.output
     missing = run_cli("run", EXAMPLE, *BACKENDS, "--data-loader-script", tmp_path / "nope.py")
-    assert missing.exit_code == 2 and "is not a file" in missing.output
+    assert missing.exit_code == 2 and "--data-loader-script not found" in missing.output
 
 
 def test_a_loaded_batch_can_fill_dynamic_dimensions(run_cli, tmp_path, models):

@@ -74,7 +74,7 @@ def test_tensors_only_one_side_has_are_counted_not_failed(run_cli, models, tmp_p
     (("--onnx-outputs", "nosuch"), "--onnx-outputs: the model has no markable tensor 'nosuch'; list them with: "
                                    "cmpx tensors"),
     (("--onnx-outputs", "zz*"), "the pattern 'zz*' matches no tensor of the model"),
-    (("--onnx-outputs", "@/nonexistent/list.txt"), "cannot read /nonexistent/list.txt"),
+    (("--onnx-outputs", "@/nonexistent/list.txt"), "--onnx-outputs list not found: /nonexistent/list.txt"),
     (("--onnx-exclude-outputs", "mm0"), "--onnx-exclude-outputs needs --onnx-outputs or --mark-all"),
     (("--mark-all", "--atol", "nosuch:1"), "'nosuch' is not one of the model outputs and marked tensors"),
 ])

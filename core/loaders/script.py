@@ -14,6 +14,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from cmpx.errors import UsageError
+from cmpx.userfiles import check_regular
 from cmpx.loaders.options import DataOptions
 from cmpx.model.info import TensorSpec
 
@@ -44,8 +45,7 @@ class ScriptDataLoader:
         return itertools.islice(self._guarded(iterator), self.options.iterations)
 
     def _function(self):
-        if not os.path.isfile(self.path):
-            raise UsageError(f"--data-loader-script: {self.path} is not a file; give file.py[:function]")
+        check_regular(self.path, "--data-loader-script")
         spec = importlib.util.spec_from_file_location(f"cmpx_data_script_{abs(hash(self.path))}", self.path)
         module = importlib.util.module_from_spec(spec)
         sys.path.insert(0, os.path.dirname(os.path.abspath(self.path)))

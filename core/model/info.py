@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from cmpx.dtypes import ONNX_STRING, ONNX_TO_NUMPY
 from cmpx.errors import ModelError
+from cmpx.userfiles import check_regular, open_regular
 from cmpx.model.wire import WireError, as_int64, fields, integer, message, text
 
 Dim = int | str | None  # a fixed size, a named dynamic dimension, or an unknown one
@@ -48,10 +49,11 @@ def read_model(path: str) -> ModelInfo:
         raise ModelError(f"model file not found: {path} (check the path)")
     if os.path.isdir(path):
         raise ModelError(f"model path is a directory, not a file: {path} (give the .onnx file inside it)")
+    check_regular(path, "model file")
     if os.path.getsize(path) == 0:
         raise ModelError(f"model file is empty: {path} (re-export the model)")
     try:
-        with open(path, "rb") as file:
+        with open_regular(path, "model file") as file:
             mapped = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
         ir_version, graph = _decode(memoryview(mapped))
     except (WireError, OSError) as exc:

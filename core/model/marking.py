@@ -6,6 +6,7 @@ import fnmatch
 from collections.abc import Iterable, Sequence
 
 from cmpx.errors import UsageError
+from cmpx.userfiles import open_regular
 
 ALL = ("mark all", "*")
 
@@ -20,11 +21,11 @@ def expand_words(option: str, words: Iterable[str]) -> list[str]:
     for word in words:
         if word.startswith("@"):
             try:
-                with open(word[1:], encoding="utf-8") as f:
+                with open_regular(word[1:], f"{option} list", "r", encoding="utf-8") as f:
                     expanded += [line.strip() for line in f if line.strip() and not line.lstrip().startswith("#")]
-            except OSError as exc:
-                raise UsageError(f"{option}: cannot read {word[1:]} ({exc.strerror}); give a file with one tensor "
-                                 "name or pattern per line") from None
+            except (OSError, UnicodeDecodeError) as exc:
+                raise UsageError(f"{option}: cannot read {word[1:]} ({type(exc).__name__}); give a text file with "
+                                 "one tensor name or pattern per line") from None
         else:
             expanded.append(word)
     return expanded

@@ -6,6 +6,7 @@
                             {"source": "onnxrt", "iteration": 0, "input_digest": "blake2b:...",
                              "tensors": [{"name": "Y", "file": "0/0/0.npy", "dtype": "float32",
                                           "shape": [1, 4, 8, 8]}, ...]}
+                            and a last line {"complete": true, "iterations": N} once the run finished
     RUN/<source #>/<iteration>/<tensor #>.npy
 
 Lines are appended as iterations finish, so a run stops streaming to disk, never holding more than one
@@ -19,15 +20,18 @@ from __future__ import annotations
 import datetime
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 
 from cmpx import __version__
 from cmpx.dtypes import is_extension, numpy_dtype
+from cmpx.errors import OutputFailed
 from cmpx.saved.model import SavedFile, SavedSource
-from cmpx.saved.npy import SavedDataError, load_npy
+from cmpx.saved.npy import SavedDataError, load_npy, npy_header
+from cmpx.userfiles import inside, open_regular
 
 MANIFEST = "cmpx-run.jsonl"
 FORMAT = "cmpx-run"
@@ -36,18 +40,34 @@ FORMAT_VERSION = 1
 
 class RunWriter:
     """Writes one saved run, tensor by tensor: ``tensor`` writes a file at once, ``finish_iteration`` records the
-    iteration's tensors in the manifest."""
+    iteration's tensors in the manifest; ``close`` marks the run complete. A disk that fills up or turns read-only
+    stops the writer with an OutputFailed naming what was kept: the manifest only ever lists files written
+    whole, so every iteration it lists reads back."""
 
-    def __init__(self, path: str, kind: str, model: str | None):
+    def __init__(self, path: str, kind: str, model: str | None, option: str = "--save-outputs"):
         if os.path.exists(path) and (not os.path.isdir(path) or os.listdir(path)):
             raise SavedDataError(f"{path} already exists and is not an empty directory; choose a new path")
-        os.makedirs(path, exist_ok=True)
         self.path = path
+        self.option = option
+        self.iterations = 0
         self._sources: dict[str, int] = {}
         self._pending: dict[tuple[str, int], list[dict[str, Any]]] = {}
-        self._manifest = open(os.path.join(path, MANIFEST), "w", encoding="utf-8")
-        self._line({"format": FORMAT, "format_version": FORMAT_VERSION, "kind": kind, "cmpx_version": __version__,
-                    "model": model, "created": datetime.datetime.now(datetime.timezone.utc).isoformat()})
+        self._manifest = None
+        with self._writing():
+            os.makedirs(path, exist_ok=True)
+            self._manifest = open(os.path.join(path, MANIFEST), "w", encoding="utf-8")
+            self._line({"format": FORMAT, "format_version": FORMAT_VERSION, "kind": kind,
+                        "cmpx_version": __version__, "model": model,
+                        "created": datetime.datetime.now(datetime.timezone.utc).isoformat()})
+
+    @contextmanager
+    def _writing(self) -> Iterator[None]:
+        try:
+            yield
+        except OSError as exc:
+            kept = (f"the first {self.iterations} iteration(s) are kept in {self.path} and read back"
+                    if self.iterations else f"nothing usable was written to {self.path}")
+            raise OutputFailed(f"{self.option} {self.path}: {exc.strerror or exc}; {kept}") from None
 
     def add(self, source: str, iteration: int, tensors: Mapping[str, np.ndarray], input_digest: str | None) -> None:
         """All of one source's tensors of one iteration at once."""
@@ -59,26 +79,57 @@ class RunWriter:
         index = self._sources.setdefault(source, len(self._sources))
         entries = self._pending.setdefault((source, iteration), [])
         folder = os.path.join(str(index), str(iteration))
-        if not entries:
-            os.makedirs(os.path.join(self.path, folder), exist_ok=True)
         relative = os.path.join(folder, f"{len(entries)}.npy")
         stored = array.view(f"u{array.dtype.itemsize}") if is_extension(array.dtype) else array
-        np.save(os.path.join(self.path, relative), stored, allow_pickle=False)
+        target = os.path.join(self.path, relative)
+        with self._writing():
+            if not entries:
+                os.makedirs(os.path.join(self.path, folder), exist_ok=True)
+            try:
+                with open(target, "wb") as f:
+                    np.save(f, stored, allow_pickle=False)
+            except OSError:
+                _remove(target)
+                raise
         entries.append({"name": name, "file": relative, "dtype": array.dtype.name, "shape": list(array.shape)})
 
     def finish_iteration(self, iteration: int, input_digest: str | None) -> None:
-        for (source, number), entries in list(self._pending.items()):
-            if number == iteration:
-                self._line({"source": source, "iteration": iteration, "input_digest": input_digest,
-                            "tensors": entries})
-                del self._pending[(source, number)]
+        with self._writing():
+            for (source, number), entries in list(self._pending.items()):
+                if number == iteration:
+                    self._line({"source": source, "iteration": iteration, "input_digest": input_digest,
+                                "tensors": entries})
+                    del self._pending[(source, number)]
+        self.iterations = iteration + 1
 
     def _line(self, record: dict[str, Any]) -> None:
         self._manifest.write(json.dumps(record) + "\n")
         self._manifest.flush()
 
-    def close(self) -> None:
-        self._manifest.close()
+    def close(self, complete: bool = True) -> None:
+        """Mark the run complete (unless it was interrupted) and close the manifest."""
+        if self._manifest is None:
+            return
+        manifest, self._manifest = self._manifest, None
+        try:
+            if complete:
+                self._manifest = manifest
+                self._line({"complete": True, "iterations": self.iterations})
+        except OSError:
+            pass  # the run reads back as incomplete; the error that stopped it is being reported
+        finally:
+            self._manifest = None
+            try:
+                manifest.close()
+            except OSError:
+                pass
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
 
 
 def is_cmpx_run(path: str) -> bool:
@@ -86,48 +137,73 @@ def is_cmpx_run(path: str) -> bool:
 
 
 def read_cmpx_run(path: str) -> SavedFile:
-    """Open a saved run: the manifest is read and every file checked now; arrays load (mapped) on demand."""
+    """Open a saved run: the manifest is read and every file's header checked now (each must be a regular file
+    inside the run directory); arrays load (mapped) one at a time, on demand."""
     manifest = os.path.join(path, MANIFEST)
     try:
-        with open(manifest, encoding="utf-8") as f:
+        with open_regular(manifest, "saved run manifest", "r", encoding="utf-8") as f:
             records = [json.loads(line) for line in f if line.strip()]
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise SavedDataError(f"{manifest}: damaged manifest ({exc})") from None
-    if not records or records[0].get("format") != FORMAT:
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise SavedDataError(f"{manifest}: damaged manifest ({type(exc).__name__}); is the file complete?") from None
+    if not records or not isinstance(records[0], dict) or records[0].get("format") != FORMAT:
         raise SavedDataError(f"{manifest}: not a cmpx run manifest")
     header = records[0]
     if header.get("format_version") != FORMAT_VERSION:
-        raise SavedDataError(f"{manifest}: format version {header.get('format_version')} is not supported by "
+        raise SavedDataError(f"{manifest}: format version {header.get('format_version')!r} is not supported by "
                              f"cmpx {__version__} (it reads version {FORMAT_VERSION})")
     sources: dict[str, SavedSource] = {}
+    complete = False
     for number, record in enumerate(records[1:], start=2):
+        if isinstance(record, dict) and record.get("complete") is True:
+            complete = True
+            continue
+        where = f"{manifest} line {number}"
         try:
-            source = sources.setdefault(record["source"], SavedSource(record["source"]))
+            source = sources.setdefault(str(record["source"]), SavedSource(str(record["source"])))
             if record["iteration"] != len(source):
-                raise SavedDataError(f"{manifest} line {number}: iteration {record['iteration']} of "
-                                     f"{record['source']} is out of order")
-            tensors = [(t["name"], os.path.join(path, t["file"]), numpy_dtype(t["dtype"]), tuple(t["shape"]))
-                       for t in record["tensors"]]
+                raise SavedDataError(f"{where}: iteration {record['iteration']!r} of {record['source']} is out of "
+                                     "order")
+            tensors = [(str(t["name"]), inside(path, t["file"], where), numpy_dtype(t["dtype"]),
+                        _shape(t["shape"], where)) for t in record["tensors"]]
         except (KeyError, TypeError, AttributeError) as exc:
-            raise SavedDataError(f"{manifest} line {number}: damaged record ({exc!r})") from None
+            raise SavedDataError(f"{where}: damaged record ({type(exc).__name__}: {exc})") from None
         for name, file, dtype, shape in tensors:
             _check_entry(file, dtype, shape, f"{path}: {record['source']} iteration {record['iteration']} {name}")
-        source.loaders.append(lambda tensors=tensors: _load(tensors, path))
+        source.loaders.append(lambda tensors=tensors: LazyTensors({name: (file, dtype) for name, file, dtype, _ in
+                                                                   tensors}, path))
         source.digests.append(record.get("input_digest"))
-    return SavedFile(path, header.get("kind", "outputs"), list(sources.values()))
+    return SavedFile(path, header.get("kind", "outputs"), list(sources.values()), complete=complete)
+
+
+def _shape(value: object, where: str) -> tuple[int, ...]:
+    if not isinstance(value, list) or not all(isinstance(d, int) and d >= 0 for d in value):
+        raise SavedDataError(f"{where}: shape {value!r} is not a list of sizes")
+    return tuple(value)
 
 
 def _check_entry(file: str, dtype: np.dtype, shape: tuple[int, ...], where: str) -> None:
-    array = load_npy(file, where, mmap=True)
+    stored_shape, stored_dtype = npy_header(file, where)
     stored = np.dtype(f"u{dtype.itemsize}") if is_extension(dtype) else dtype
-    if array.dtype != stored or array.shape != shape:
-        raise SavedDataError(f"{where}: the file holds {array.dtype} {list(array.shape)}, the manifest says "
+    if stored_dtype != stored or stored_shape != shape:
+        raise SavedDataError(f"{where}: the file holds {stored_dtype} {list(stored_shape)}, the manifest says "
                              f"{dtype} {list(shape)}")
 
 
-def _load(tensors: list[tuple[str, str, np.dtype, tuple[int, ...]]], path: str) -> dict[str, np.ndarray]:
-    loaded = {}
-    for name, file, dtype, _ in tensors:
-        array = load_npy(file, f"{path}: {name}", mmap=True)
-        loaded[name] = array.view(dtype) if is_extension(dtype) else array
-    return loaded
+class LazyTensors(Mapping):
+    """One iteration's tensors, each memory-mapped only when asked for (a mark-all run may hold thousands: they
+    are never all open at once)."""
+
+    def __init__(self, files: dict[str, tuple[str, np.dtype]], path: str):
+        self._files = files
+        self._path = path
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        file, dtype = self._files[name]
+        array = load_npy(file, f"{self._path}: {name}", mmap=True)
+        return array.view(dtype) if is_extension(dtype) else array
+
+    def __iter__(self):
+        return iter(self._files)
+
+    def __len__(self) -> int:
+        return len(self._files)

@@ -28,3 +28,4 @@ class SavedFile:
     path: str
     kind: str  # "inputs" or "outputs"
     sources: list[SavedSource]
+    complete: bool = True  # False for a cmpx run whose writer did not finish (interrupted, or a full disk)

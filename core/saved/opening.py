@@ -10,6 +10,7 @@ from cmpx.saved.model import SavedFile
 from cmpx.saved.npy import SavedDataError
 from cmpx.saved.onnx_testdata import read_test_data, test_data_sets
 from cmpx.saved.polygraphy_json import looks_like_polygraphy, read_polygraphy
+from cmpx.userfiles import check_regular
 
 FORMS = "a cmpx run directory (--save-inputs/--save-outputs), a Polygraphy JSON file, or an ONNX test-data directory"
 
@@ -25,12 +26,13 @@ def open_saved(path: str, kind: str, fallback_names: Sequence[str] = ()) -> Save
             saved = read_test_data(path, kind, fallback_names)
         else:
             raise SavedDataError(f"{path}: a directory, but not {FORMS}")
-    elif os.path.getsize(path) == 0:
-        raise SavedDataError(f"{path}: the file is empty")
-    elif looks_like_polygraphy(path):
-        saved = read_polygraphy(path)
     else:
-        raise SavedDataError(f"{path}: not {FORMS} (cmpx never loads pickle files)")
+        check_regular(path, "saved file")
+        if os.path.getsize(path) == 0:
+            raise SavedDataError(f"{path}: the file is empty")
+        if not looks_like_polygraphy(path):
+            raise SavedDataError(f"{path}: not {FORMS} (cmpx never loads pickle files)")
+        saved = read_polygraphy(path)
     if saved.kind != kind:
         raise SavedDataError(f"{path}: holds saved {saved.kind}, but is given as {kind}; use "
                              f"--load-{saved.kind} for it")

@@ -13,30 +13,39 @@ from typing import Any
 
 from cmpx.saved.model import SavedFile, SavedSource
 from cmpx.saved.npy import SavedDataError, load_npy
+from cmpx.userfiles import open_regular
 
 
 def looks_like_polygraphy(path: str) -> bool:
     """A JSON document (Polygraphy's files are JSON; anything else JSON-like is reported by the parser)."""
-    try:
-        with open(path, "rb") as f:
-            start = f.read(64).lstrip()
-    except OSError:
-        return False
+    with open_regular(path, "saved file") as f:
+        start = f.read(64).lstrip()
     return start[:1] in (b"[", b"{")
 
 
 def read_polygraphy(path: str) -> SavedFile:
+    """Read and check the whole file now (every array's header against its data), so that a damaged file is an
+    error before any backend runs; the arrays are decoded again, one iteration at a time, when used."""
     try:
-        with open(path, encoding="utf-8") as f:
+        with open_regular(path, "saved file", "r", encoding="utf-8") as f:
             document = json.load(f)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise SavedDataError(f"{path}: not readable as Polygraphy JSON ({exc}); is the file complete?") from None
+    except RecursionError:
+        raise SavedDataError(f"{path}: not readable as Polygraphy JSON (nested too deeply)") from None
+    except (UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError, and integers too long to convert
+        reason = f"{type(exc).__name__} at {exc.pos}" if isinstance(exc, json.JSONDecodeError) else \
+            "a number it cannot represent"
+        raise SavedDataError(f"{path}: not readable as Polygraphy JSON ({reason}); is the file complete?") from None
     if isinstance(document, list):
-        return SavedFile(path, "inputs", [_inputs(document, path)])
-    if isinstance(document, dict) and document.get("polygraphy_class") == "RunResults":
-        return SavedFile(path, "outputs", _run_results(document, path))
-    raise SavedDataError(f"{path}: a JSON file, but neither Polygraphy inputs (a list of feed dicts) nor "
-                         "RunResults outputs")
+        saved = SavedFile(path, "inputs", [_inputs(document, path)])
+    elif isinstance(document, dict) and document.get("polygraphy_class") == "RunResults":
+        saved = SavedFile(path, "outputs", _run_results(document, path))
+    else:
+        raise SavedDataError(f"{path}: a JSON file, but neither Polygraphy inputs (a list of feed dicts) nor "
+                             "RunResults outputs")
+    for source in saved.sources:  # every array decoded once now: a damaged one is found before any backend runs
+        for iteration in range(len(source)):
+            source.load(iteration)
+    return saved
 
 
 def _inputs(document: list[Any], path: str) -> SavedSource:
@@ -62,7 +71,7 @@ def _run_results(document: dict[str, Any], path: str) -> list[SavedSource]:
                 source.digests.append(None)
             sources.append(source)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise SavedDataError(f"{path}: damaged Polygraphy RunResults ({exc!r})") from None
+        raise SavedDataError(f"{path}: damaged Polygraphy RunResults ({type(exc).__name__})") from None
     return sources
 
 

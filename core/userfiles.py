@@ -1,0 +1,70 @@
+"""Opening the files users hand to cmpx (models, saved runs, lists, scripts) as regular files only, and keeping a
+saved run's references inside its directory.
+
+A FIFO or a device named where a file is expected would block a read forever or never end: every user file is
+opened non-blocking, checked to be a regular file, and only then read. A path found inside a file cmpx reads (a
+saved run's manifest, an ONNX tensor's external data) must stay inside the directory it came from.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from typing import IO
+
+from cmpx.errors import UsageError
+
+
+class NotARegularFile(UsageError):
+    pass
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a device"),
+                       (stat.S_ISBLK, "a device"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def open_regular(path: str, what: str, mode: str = "rb", encoding: str | None = None) -> IO:
+    """``path`` opened for reading, if it is a regular file; UsageError naming ``what`` and the path otherwise
+    (missing, unreadable, a FIFO, a device, a directory)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise NotARegularFile(f"{what} not found: {path} (check the path)") from None
+    except OSError as exc:
+        raise NotARegularFile(f"{what} {path} cannot be opened ({exc.strerror})") from None
+    try:
+        status = os.fstat(fd)
+        if not stat.S_ISREG(status.st_mode):
+            raise NotARegularFile(f"{what} {path} is {_kind(status.st_mode)}; give a regular file")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, mode, encoding=encoding) if "b" not in mode else os.fdopen(fd, mode)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def check_regular(path: str, what: str) -> None:
+    """Raise the error ``open_regular`` would, without keeping the file open."""
+    open_regular(path, what).close()
+
+
+def inside(directory: str, reference: object, what: str) -> str:
+    """The path a file found in ``directory`` refers to with ``reference`` (a saved run's file entry, an external
+    data location), if it is a relative path that stays inside ``directory`` (symbolic links resolved) and names
+    a regular file; UsageError otherwise. The message names the reference, never the file's contents."""
+    if not isinstance(reference, str) or not reference:
+        raise UsageError(f"{what}: file entry {reference!r} is not a relative path")
+    if os.path.isabs(reference) or ".." in reference.replace("\\", "/").split("/"):
+        raise UsageError(f"{what}: file entry {reference!r} points outside its directory {directory}; a saved file "
+                         "may only refer to files inside its own directory")
+    root = os.path.realpath(directory)
+    target = os.path.realpath(os.path.join(root, reference))
+    if os.path.commonpath([root, target]) != root:
+        raise UsageError(f"{what}: file entry {reference!r} leads outside {directory} (through a symbolic link); a "
+                         "saved file may only refer to files inside its own directory")
+    check_regular(target, f"{what}: file entry {reference!r}")
+    return target
