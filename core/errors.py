@@ -125,3 +125,12 @@ def exit_code_of(exc: BaseException) -> ExitCode:
     """The exit code an exception stands for; anything cmpx did not raise on purpose is INTERNAL."""
     code: Any = getattr(exc, "exit_code", None)
     return code if isinstance(code, ExitCode) else ExitCode.INTERNAL
+
+
+def bounded(text: str, limit: int) -> str:
+    """``text`` cut to about ``limit`` characters, keeping its head and tail and saying how much was cut: an error
+    message can be tens of megabytes (the reference evaluator prints whole tensors)."""
+    if len(text) <= limit:
+        return text
+    keep = limit // 2
+    return f"{text[:keep]}\n[... {len(text) - 2 * keep} characters cut ...]\n{text[-keep:]}"

@@ -53,7 +53,9 @@ def execute(plan: RunPlan, feeds: Iterator[Mapping[str, Any]] | None, reporter: 
 
     Never leaves a segment or an open file behind.
     """
-    run = _Run(plan, reporter, result, prefix, dict(workers))
+    run = _Run(plan, reporter, result, prefix, {b.name: workers[b.name] for b in plan.backends})
+    for _, error in plan.dropped:  # their model transform failed: reported, never run
+        _collect(run, {error.backend: error})
     with contextlib.ExitStack() as cleanup:
         cleanup.callback(runspace.sweep, run.prefix)
         cleanup.callback(run.inputs.close)

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cmpx.comparison.compare import ComparisonSettings
 from cmpx.model.info import ModelInfo, TensorSpec
 from cmpx.plugins import PluginSettings
 from cmpx.registry import BackendSpec
+
+if TYPE_CHECKING:
+    from cmpx.errors import BackendFailed
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,7 @@ class RunPlan:
     mark: Sequence[str] = ()  # intermediate tensors exposed by backends that support marking
     graph: Any = None  # the model's cmpx.model.graph.TensorGraph when tensors are marked (for the first divergence)
     show_unmatched: bool = False
+    dropped: Sequence[tuple[BackendPlan, BackendFailed]] = ()  # backends whose model transform failed
 
     @property
     def required_outputs(self) -> frozenset[str]:

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import itertools
 import os
+import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 from cmpx.argtypes import check_names
 from cmpx.comparison.pairing import check_reference, instance_names
-from cmpx.errors import UsageError
+from cmpx.errors import BackendFailed, CmpxError, RemoteTraceback, UsageError, bounded
 from cmpx.loaders.feeds import fit_feeds
 from cmpx.loaders.options import DataOptions
 from cmpx.model.info import ModelInfo, TensorSpec, read_model
@@ -49,7 +50,7 @@ def build_plan(checked: Preflight, warn: Callable[[str], None], scratch: str | N
         check_names(option, values.overrides, output_names,
                     ("model outputs" + (" and marked tensors" if mark else "")) if model else "saved outputs")
 
-    feeds, inputs, iterations = None, (), None
+    feeds, inputs, iterations, dropped = None, (), None, []
     if model is not None and backends:
         check_names("--val-range", checked.ranges, [spec.name for spec in model.inputs], "model inputs")
         generates = checked.loader.generates
@@ -64,7 +65,7 @@ def build_plan(checked: Preflight, warn: Callable[[str], None], scratch: str | N
             fresh = loader.factory(replace(options, iterations=count)).feeds(inputs)
             return _fitted(itertools.islice(fresh, count), inputs, loader.name, warn)
 
-        backends = _transformed(checked, model, backends, calibration, scratch, warn)
+        backends, dropped = _transformed(checked, model, backends, calibration, scratch, warn)
     elif saved:
         iterations = min(len(b.source) for b in saved)
         if request.iterations:
@@ -78,7 +79,7 @@ def build_plan(checked: Preflight, warn: Callable[[str], None], scratch: str | N
     plan = RunPlan(model, inputs, backends, request.reference, checked.comparison, checked.timeouts,
                    checked.settings, validate=request.validate, saved_backends=saved,
                    save_inputs=request.save_inputs, save_outputs=request.save_outputs, iterations=iterations,
-                   mark=mark, graph=graph, show_unmatched=request.show_unmatched)
+                   mark=mark, graph=graph, show_unmatched=request.show_unmatched, dropped=dropped)
     return plan, feeds
 
 
@@ -119,30 +120,52 @@ def _marking(request: RunRequest, model: ModelInfo | None, has_saved: bool) -> t
 
 
 def _transformed(checked: Preflight, model: ModelInfo, backends: Sequence[BackendPlan], calibration: Any,
-                 scratch: str | None, warn: Callable[[str], None]) -> list[BackendPlan]:
-    """Make each transformed model once and point the backends that run it at it."""
+                 scratch: str | None, warn: Callable[[str], None]
+                 ) -> tuple[list[BackendPlan], list[tuple[BackendPlan, BackendFailed]]]:
+    """Make each transformed model once and point the backends that run it at it. A transform that fails on the
+    model fails the backends that would run it (returned apart, with their errors), not the whole run."""
     from cmpx.transforms.options import TransformOptions
 
     request = checked.request
     wanted = list(dict.fromkeys(b.transform for b in backends if b.transform))
     if not wanted:
-        return list(backends)
+        return list(backends), []
     directory = request.save_transformed or scratch
     if directory is None:
         raise UsageError("transformed models need a directory: give --save-transformed DIR")
+    from cmpx.model.graph import check_external_data
+
+    check_external_data(model.path)
     os.makedirs(directory, exist_ok=True)
     options = TransformOptions(tuple(request.keep_fp32), request.calibration_iterations, request.calibration_cache)
-    made = {}
+    made, failed = {}, {}
     stem = os.path.splitext(os.path.basename(model.path))[0]
     for name in wanted:
-        transform = checked.plugins.transforms.get(name).factory(options)
         path = os.path.join(directory, f"{stem}.{name}.onnx")
-        transform.apply(model.path, path, calibration)
+        try:
+            transform = checked.plugins.transforms.get(name).factory(options)
+            transform.apply(model.path, path, calibration)
+        except CmpxError:
+            raise  # a problem with what the user gave (a calibration cache, a disk): exit 2, before anything runs
+        except Exception as exc:  # the transform itself failed on this model: those backends fail, others go on
+            failed[name] = (f"the {name} transform failed: {type(exc).__name__}: {exc}", traceback.format_exc())
+            continue
         if getattr(transform, "calibrated_from_cache", False):
             warn(f"{name}: calibrated ranges read from {request.calibration_cache} (delete it to recalibrate)")
         made[name] = (path, getattr(transform, "suggested_tolerance", None))
-    return [replace(b, model_path=made[b.transform][0], suggested_tolerance=made[b.transform][1])
-            if b.transform else b for b in backends]
+    runnable, dropped = [], []
+    for backend in backends:
+        if backend.transform in failed:
+            message, remote = failed[backend.transform]
+            error = BackendFailed(backend.name, "transform", bounded(message, 2000))
+            error.__cause__ = RemoteTraceback(remote)
+            dropped.append((backend, error))
+        elif backend.transform:
+            runnable.append(replace(backend, model_path=made[backend.transform][0],
+                                    suggested_tolerance=made[backend.transform][1]))
+        else:
+            runnable.append(backend)
+    return runnable, dropped
 
 
 def _read_model(request: RunRequest, backends: Sequence[BackendPlan]) -> ModelInfo | None:

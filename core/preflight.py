@@ -14,6 +14,7 @@ from cmpx.comparison.compare import ComparisonSettings
 from cmpx.comparison.pairing import instance_names
 from cmpx.errors import PluginError, UsageError
 from cmpx.model.native import native_format
+from cmpx.outputs import check_directory_output, check_file_output
 from cmpx.plan import BackendPlan
 from cmpx.plugins import PluginSet, PluginSettings
 from cmpx.registry import BackendOption, BackendSpec, DataLoaderSpec
@@ -52,15 +53,35 @@ def preflight(request: RunRequest, plugins: PluginSet, settings: PluginSettings)
     shapes = parse_input_shapes(request.input_shapes)
     default_range, ranges = parse_val_ranges(request.val_range)
     loader = _loader(request, plugins)
-    for path in (request.save_inputs, request.save_outputs):
-        if path and os.path.exists(path) and (not os.path.isdir(path) or os.listdir(path)):
-            raise UsageError(f"{path} already exists and is not an empty directory; choose a new path to save to")
+    _check_outputs(request)
     names = instance_names([f"{name}:{transform}" if transform else name for name, transform in words])
     backends = [BackendPlan(name, spec, _backend_options(spec, request.backend_options), transform)
                 for name, spec, (_, transform) in zip(names, specs, words)]
     model_format = _check_model_format(request, plugins, backends)
     return Preflight(request, plugins, settings, backends, _timeouts(request, backends), comparison,
                      per_output_options, shapes, default_range, ranges, loader, model_format)
+
+
+def _check_outputs(request: RunRequest) -> None:
+    """Every file and directory the run will write can be written: before any work, not after it."""
+    files = {"--report-json": request.report_json, "--junit": request.junit}
+    directories = {"--save-inputs": (request.save_inputs, True), "--save-outputs": (request.save_outputs, True),
+                   "--save-error-plots": (request.save_error_plots, False),
+                   "--save-transformed": (request.save_transformed, False)}
+    if request.calibration_cache and not os.path.exists(request.calibration_cache):
+        files["--calibration-cache"] = request.calibration_cache  # written once calibrated
+    for option, path in files.items():
+        if path:
+            check_file_output(option, path)
+    for option, (path, empty) in directories.items():
+        if path:
+            check_directory_output(option, path, empty)
+    given = [(option, os.path.abspath(path)) for option, path in
+             [*files.items(), *((o, p) for o, (p, _) in directories.items())] if path]
+    for index, (option, path) in enumerate(given):
+        twin = next((other for other, same in given[:index] if same == path), None)
+        if twin is not None:
+            raise UsageError(f"{twin} and {option} both write {path}; give each its own path")
 
 
 def _check_model_format(request: RunRequest, plugins: PluginSet, backends: Sequence[BackendPlan]) -> str | None:

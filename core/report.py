@@ -27,10 +27,17 @@ class Report:
     result: RunResult
     warnings: list[str] = field(default_factory=list)
     interrupted: bool = False
+    output_failures: list[str] = field(default_factory=list)  # report files that could not be written
 
     @property
     def exit_code(self) -> ExitCode:
-        return ExitCode.INTERRUPTED if self.interrupted else self.result.exit_code
+        """INTERRUPTED; else BACKEND_FAILED; else USAGE when a report file asked for could not be written; else the
+        comparison's verdict."""
+        if self.interrupted:
+            return ExitCode.INTERRUPTED
+        if self.output_failures and not self.result.failures:
+            return ExitCode.USAGE
+        return self.result.exit_code
 
     @property
     def passed(self) -> bool:

@@ -174,7 +174,7 @@ class RunResult:
     load_seconds: dict[str, float] = field(default_factory=dict)
     infer_seconds: dict[str, Timing] = field(default_factory=dict)
     iterations: int = 0
-    retain_outputs: int = RETAINED_OUTPUTS
+    retain_outputs: int = field(default_factory=lambda: RETAINED_OUTPUTS)
     _retained_outputs: int = 0
 
     def add_pair(self, pair: PairResult) -> None:

@@ -14,9 +14,9 @@ The session holds what it started from ``start`` on, and releases all of it when
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from cmpx.errors import RunInterrupted
+from cmpx.errors import OutputFailed, RunInterrupted
 from cmpx.planner import build_plan
 from cmpx.preflight import preflight
 from cmpx.report import Report
@@ -89,41 +89,65 @@ class Session:
         from cmpx.execution import execute
         from cmpx.results import RunResult
 
-        self.reporter = Reporters(self.reporter_for(plan), _WarningsKept(self.warnings))
+        shown = self.reporter_for(plan)
+        stream = None
+        if self.request.report_json:
+            from cmpx.reports.json_report import JsonReportWriter
+
+            stream = JsonReportWriter(self.request.report_json, plan)
+        self.reporter = Reporters(*([stream] if stream else []), shown, _WarningsKept(self.warnings))
         self.reporter.started()
         result = RunResult()
         try:
             execute(plan, feeds, self.reporter, self.workers, result, self.space.prefix)
         except KeyboardInterrupt:
             report = Report(plan, result, self.warnings, interrupted=True)
-            self.reporter.finished(report)
+            self._finish(report, shown, stream)
             raise RunInterrupted(report) from None
         finally:
             self._show_worker_output()
         report = Report(plan, result, self.warnings)
-        self.reporter.finished(report)
-        self._write_reports(report)
+        self._finish(report, shown, stream)
         return report
+
+    def _finish(self, report: Report, shown: Reporter, stream: Any) -> None:
+        """Write the report files (a file that cannot be written is recorded in the report, which then exits 2),
+        the JSON report last so that it holds the others' fate, then tell the reporter."""
+        written = []
+        for write in (self._write_junit, self._write_plots):
+            try:
+                written += write(report)
+            except OutputFailed as exc:
+                report.output_failures.append(str(exc))
+        if stream is not None:
+            try:
+                stream.finish(report)
+                written.append(("the JSON report", self.request.report_json))
+            except OutputFailed as exc:
+                report.output_failures.append(str(exc))
+        shown.finished(report)
+        for what, path in written:
+            shown.wrote(what, path)
 
     def _warn(self, message: str) -> None:
         self.warnings.append(message)
         self.warn(message)
 
-    def _write_reports(self, report: Report) -> None:
-        request = self.request
-        if request.report_json:
-            from cmpx.reports.json_report import write_json_report
+    def _write_junit(self, report: Report) -> list[tuple[str, str]]:
+        if not self.request.junit or report.interrupted:
+            return []
+        from cmpx.reports.junit import write_junit_report
 
-            write_json_report(request.report_json, report)
-        if request.junit:
-            from cmpx.reports.junit import write_junit_report
+        write_junit_report(self.request.junit, report)
+        return [("the JUnit report", self.request.junit)]
 
-            write_junit_report(request.junit, report)
-        if request.save_error_plots:
-            from cmpx.reports.plots import write_error_plots
+    def _write_plots(self, report: Report) -> list[tuple[str, str]]:
+        if not self.request.save_error_plots or report.interrupted:
+            return []
+        from cmpx.reports.plots import write_error_plots
 
-            written = write_error_plots(request.save_error_plots, report.pairs)
-            self.reporter.wrote(f"{len(written)} error plot(s)", request.save_error_plots)
+        written = write_error_plots(self.request.save_error_plots, report.pairs)
+        return [(f"{len(written)} error plot(s)", self.request.save_error_plots)]
 
     def _show_worker_output(self) -> None:
         """Hand the reporter what each worker printed (framework warnings, the backend's own prints), before the

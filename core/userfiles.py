@@ -59,12 +59,12 @@ def inside(directory: str, reference: object, what: str) -> str:
     if not isinstance(reference, str) or not reference:
         raise UsageError(f"{what}: file entry {reference!r} is not a relative path")
     if os.path.isabs(reference) or ".." in reference.replace("\\", "/").split("/"):
-        raise UsageError(f"{what}: file entry {reference!r} points outside its directory {directory}; a saved file "
-                         "may only refer to files inside its own directory")
+        raise UsageError(f"{what}: file entry {reference!r} points outside its directory {directory}; cmpx reads "
+                         "only files inside it (move the file there)")
     root = os.path.realpath(directory)
     target = os.path.realpath(os.path.join(root, reference))
     if os.path.commonpath([root, target]) != root:
-        raise UsageError(f"{what}: file entry {reference!r} leads outside {directory} (through a symbolic link); a "
-                         "saved file may only refer to files inside its own directory")
+        raise UsageError(f"{what}: file entry {reference!r} leads outside {directory} (through a symbolic link); "
+                         "cmpx reads only files inside it (move the file there)")
     check_regular(target, f"{what}: file entry {reference!r}")
     return target

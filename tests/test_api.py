@@ -79,7 +79,7 @@ def test_the_api_and_the_cli_give_the_same_verdicts_and_statistics(tmp_path, run
 
     def verdicts(document):
         return [(r["iteration"], o["name"], o["passed"], [m["data"]["abs"]["max"] for m in o["metrics"]])
-                for pair in document["pairs"] for r in pair["results"] for o in r["outputs"]]
+                for r in document["results"] for o in r["outputs"]]
 
     assert verdicts(json.loads(path.read_text())) == verdicts(api.to_dict())
 

@@ -1,12 +1,20 @@
 """Every malformed input gets a short error (one or two lines) that names the problem and the fix, exit code 2,
 before any backend starts, and no traceback unless --debug."""
 
+import base64
+import io
+import json
+import os
 from pathlib import Path
 
+import numpy as np
+import onnx
 import pytest
+from onnx import numpy_helper
 
 EXAMPLE = str(Path(__file__).resolve().parent.parent / "examples" / "models" / "conv.onnx")
 OK = ("--backend", "onnxrt", "--backend", "onnxref")
+CONTENT = "root:x:0:0:SECRET-CONTENT"  # what hostile files hold, which no message may quote
 
 
 @pytest.fixture
@@ -21,7 +29,45 @@ def files(tmp_path):
     (tmp_path / "wrong.py").write_text("import numpy as np\ndef load_data():\n    yield {'x': np.zeros(3)}\n")
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "keep").write_text("")
+    os.mkfifo(tmp_path / "fifo.onnx")
+    os.mkfifo(tmp_path / "fifo.txt")
+    (tmp_path / "secret.txt").write_text(f"{CONTENT}\n")
+    for name, entry in (("absolute", str(tmp_path / "secret.txt")), ("dotdot", "../secret.txt"),
+                        ("symlink", "link.npy"), ("fifo", "pipe.npy"), ("notnpy", "text.npy")):
+        run = tmp_path / f"run-{name}"
+        run.mkdir()
+        header = {"format": "cmpx-run", "format_version": 1, "kind": "outputs"}
+        record = {"source": "x", "iteration": 0, "tensors": [{"name": "Y", "file": entry, "dtype": "float32",
+                                                              "shape": [1]}]}
+        (run / "cmpx-run.jsonl").write_text(json.dumps(header) + "\n" + json.dumps(record) + "\n")
+    os.symlink(tmp_path / "secret.txt", tmp_path / "run-symlink" / "link.npy")
+    os.mkfifo(tmp_path / "run-fifo" / "pipe.npy")
+    (tmp_path / "run-notnpy" / "text.npy").write_text(f"{CONTENT}\n")
+    deep = "[" * 100_000 + "]" * 100_000
+    (tmp_path / "deep.json").write_text(deep)
+    (tmp_path / "huge-int.json").write_text('[{"X": ' + "9" * 10_000 + "}]")
+    (tmp_path / "huge-array.json").write_text(json.dumps([{"X": _declaring(1 << 44)}]))
+    (tmp_path / "damaged-output.json").write_text(json.dumps(
+        {"lst": [["r", [{"outputs": {"Y": {"values": _declaring(1 << 20), "polygraphy_class": "LazyArray"}},
+                         "runtime": None, "runner_name": "r", "polygraphy_class": "IterationResult"}]]],
+         "polygraphy_class": "RunResults"}))
+    testset = tmp_path / "escape" / "test_data_set_0"
+    testset.mkdir(parents=True)
+    proto = numpy_helper.from_array(np.zeros((1, 3, 8, 8), np.float32), "X")
+    onnx.external_data_helper.set_external_data(proto, "../../secret.bin")
+    proto.ClearField("raw_data")
+    (testset / "input_0.pb").write_bytes(proto.SerializeToString())
+    (tmp_path / "secret.bin").write_bytes(b"\0" * 4 * 3 * 64)
     return tmp_path
+
+
+def _declaring(elements: int) -> dict:
+    """A Polygraphy-encoded array whose .npy header declares ``elements`` float32 values but that holds four."""
+    buffer = io.BytesIO()
+    header = np.lib.format.header_data_from_array_1_0(np.zeros(4, np.float32))
+    np.lib.format.write_array_header_1_0(buffer, dict(header, shape=(elements,)))
+    buffer.write(np.zeros(4, np.float32).tobytes())
+    return {"array": base64.b64encode(buffer.getvalue()).decode(), "polygraphy_class": "ndarray"}
 
 
 CASES = [
@@ -77,6 +123,28 @@ CASES = [
     (EXAMPLE, (*OK, "--timeout", "-1"), "--timeout: '-1': '-1': give a number of seconds above 0"),
     (EXAMPLE, (*OK, "--timeout", "0"), "give a number of seconds above 0"),
     (EXAMPLE, (*OK, "--atoll", "1"), "No such option '--atoll'. (Did you mean one of: '--atol'"),
+    # hostile files: nothing may hang, leave its directory, or be echoed
+    ("{tmp}/fifo.onnx", OK, "model file {tmp}/fifo.onnx is a FIFO; give a regular file"),
+    ("/dev/zero", OK, "model file /dev/zero is a device; give a regular file"),
+    (EXAMPLE, (*OK, "--onnx-outputs", "@{tmp}/fifo.txt"), "is a FIFO; give a regular file"),
+    (EXAMPLE, (*OK, "--load-outputs", "{tmp}/fifo.txt"), "saved file {tmp}/fifo.txt is a FIFO"),
+    (EXAMPLE, (*OK, "--data-loader-script", "{tmp}/fifo.txt"), "is a FIFO; give a regular file"),
+    (EXAMPLE, (*OK, "--load-outputs", "{tmp}/run-absolute"), "points outside its directory"),
+    (EXAMPLE, (*OK, "--load-outputs", "{tmp}/run-dotdot"), "file entry '../secret.txt' points outside"),
+    (EXAMPLE, (*OK, "--load-outputs", "{tmp}/run-symlink"), "leads outside {tmp}/run-symlink (through a symbolic"),
+    (EXAMPLE, (*OK, "--load-outputs", "{tmp}/run-fifo"), "is a FIFO; give a regular file"),
+    (EXAMPLE, (*OK, "--load-outputs", "{tmp}/run-notnpy"), "not a valid .npy array (its header cannot be read)"),
+    (EXAMPLE, (*OK, "--load-inputs", "{tmp}/deep.json"), "not readable as Polygraphy JSON (nested too deeply)"),
+    (EXAMPLE, (*OK, "--load-inputs", "{tmp}/huge-int.json"), "a number it cannot represent"),
+    (EXAMPLE, (*OK, "--load-inputs", "{tmp}/huge-array.json"), "declares 70368744177664 bytes of data but holds"),
+    (EXAMPLE, (*OK, "--load-outputs", "{tmp}/damaged-output.json"), "r iteration 0 Y: the array declares"),
+    (EXAMPLE, (*OK, "--load-inputs", "{tmp}/escape"), "file entry '../../secret.bin' points outside"),
+    # outputs are checked before any work
+    (EXAMPLE, (*OK, "--report-json", "{tmp}/no/such/dir/r.json"), "the directory {tmp}/no/such/dir does not exist"),
+    (EXAMPLE, (*OK, "--junit", "{tmp}/full"), "--junit {tmp}/full is a directory; give the path of a file"),
+    (EXAMPLE, (*OK, "--save-inputs", "{tmp}/secret.txt"), "exists and is not a directory"),
+    (EXAMPLE, (*OK, "--save-error-plots", "{tmp}/no/plots"), "the directory {tmp}/no does not exist"),
+    (EXAMPLE, (*OK, "--report-json", "{tmp}/r.json", "--junit", "{tmp}/r.json"), "both write"),
 ]
 
 
@@ -85,7 +153,8 @@ def test_bad_input_is_a_short_error_with_exit_2(run_cli, files, model, args, mes
     fill = lambda text: text.replace("{tmp}", str(files))  # noqa: E731
     result = run_cli("run", fill(model), *map(fill, args))
     assert result.exit_code == 2, result.output
-    assert message in result.output, result.output
+    assert fill(message) in result.output, result.output
+    assert CONTENT not in result.output  # a file's contents are never echoed
     lines = result.output.strip().splitlines()
     assert 1 <= len(lines) <= 2, lines
     assert lines[0].startswith("Error: ")

@@ -4,6 +4,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
@@ -17,10 +18,10 @@ def workers_of(parent: int) -> list[int]:
     return worker_processes(parent)
 
 
-def start_hanging_run(model: str) -> subprocess.Popen:
+def start_hanging_run(model: str, fault: str = "infer:hang", first: str = "onnxrt") -> subprocess.Popen:
     process = subprocess.Popen(
-        [sys.executable, "-m", "cmpx", "run", model, "--backend", "onnxrt",
-         "--backend", "faulty", "-p", "cmpx_test_faulty", "--faulty-fault", "infer:hang"],
+        [sys.executable, "-m", "cmpx", "run", model, "--backend", first,
+         "--backend", "faulty", "-p", "cmpx_test_faulty", "--faulty-fault", fault],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO,
         env=dict(os.environ, PYTHONUNBUFFERED="1"))
     seen = []
@@ -33,7 +34,7 @@ def start_hanging_run(model: str) -> subprocess.Popen:
     return process
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
 def test_an_interrupt_stops_workers_and_releases_memory_within_two_seconds(models, sig):
     process = start_hanging_run(models.matmul_chain)
     assert workers_of(process.pid) and shm.list_segments(f"cmpx-{process.pid}-")
@@ -59,3 +60,51 @@ def test_workers_die_with_a_killed_coordinator_and_the_next_run_sweeps_its_segme
     result = run_cli("run", models.matmul_chain, "--backend", "onnxrt", "--backend", "onnxref")
     assert result.exit_code == 0
     assert shm.list_segments(f"cmpx-{process.pid}-") == []  # ...until the next run swept them
+
+
+def test_a_second_interrupt_ends_the_grace_and_still_kills_every_process_group(models):
+    process = start_hanging_run(models.matmul_chain, "infer:hang-ignoring-sigterm")
+    workers = workers_of(process.pid)
+    assert len(workers) == 2
+    process.send_signal(signal.SIGINT)  # the faulty worker ignores the SIGTERM that follows: a 2 s grace begins
+    time.sleep(0.4)
+    second = time.monotonic()
+    process.send_signal(signal.SIGINT)
+    assert process.wait(timeout=10) == 130
+    assert time.monotonic() - second < 1.0  # not the rest of the grace
+    assert workers_of(process.pid) == []
+    for pid in workers:  # nothing of their process groups is left either
+        assert not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split()[2] == "Z"
+    assert shm.list_segments(f"cmpx-{process.pid}-") == []
+
+
+def test_a_killed_coordinators_scratch_directories_are_swept_by_the_next_run(models, run_cli):
+    process = start_hanging_run(models.matmul_chain, first="onnxrt:fp16")
+    scratch = [name for name in os.listdir(tempfile.gettempdir()) if name.startswith(f"cmpx-{process.pid}-")]
+    assert scratch, "the transformed model lives in the run's scratch directory"
+    process.kill()
+    process.wait()
+    result = run_cli("run", models.matmul_chain, "--backend", "onnxrt", "--backend", "onnxref")
+    assert result.exit_code == 0
+    assert not any(os.path.exists(os.path.join(tempfile.gettempdir(), name)) for name in scratch)
+    assert shm.list_segments(f"cmpx-{process.pid}-") == []
+
+
+def test_a_coordinator_stopped_past_the_timeout_reads_the_answers_waiting_for_it(models):
+    """SIGSTOP (a laptop asleep) longer than --timeout: the workers answered meanwhile; that is no timeout."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "cmpx", "run", models.matmul_chain, "--backend", "onnxrt", "--backend", "faulty",
+         "-p", "cmpx_test_faulty", "--faulty-fault", "infer:sleep", "--timeout", "2", "--iterations", "3"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO,
+        env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    for line in process.stdout:
+        if line.startswith("loaded faulty"):
+            break
+    time.sleep(0.2)  # inside the first inference, which takes the faulty backend 1 s
+    process.send_signal(signal.SIGSTOP)
+    time.sleep(3.5)
+    process.send_signal(signal.SIGCONT)
+    out = process.stdout.read()
+    assert process.wait(timeout=60) == 0, out
+    assert "no answer within" not in out
+    assert "onnxrt vs faulty: 3/3 iterations passed" in out

@@ -30,7 +30,8 @@ def test_the_first_divergence_is_the_perturbed_layer_through_a_saved_run(run_cli
     assert re.search(r"PASSED  mm5: ", later.output) and re.search(r"PASSED  t5: ", later.output)
     assert re.search(r"FAILED  t6: ", later.output)
     report = json.loads((tmp_path / "r.json").read_text())
-    divergence = report["pairs"][0]["results"][0]["first_divergence"]
+    divergence = report["results"][0]["first_divergence"]
+    assert report["pairs"][0]["first_divergence"]["tensor"] == "mm6"
     assert (divergence["tensor"], divergence["node"], divergence["op_type"]) == ("mm6", "MatMul_6", "MatMul")
     assert divergence["metrics"][0]["data"]["abs"]["max"] > 1e-6
 

@@ -110,7 +110,7 @@ def test_a_sweep_from_another_pid_namespace_leaves_a_live_run_alone(prefix):
 def test_another_users_leftovers_are_skipped_not_fatal(run_cli):
     if os.geteuid() != 0:
         pytest.skip("needs root to make files owned by another user")
-    stale = "cmpx-999999998-0badf00d-"
+    stale = "cmpx-1-0badf00d-"  # a live pid: no sweeper of any cmpx version may take these for a dead run of its own
     for name in ("in0", "lock"):
         shm.Segment.create(stale + name, 8).close()
         os.chown(os.path.join(shm.SHM_DIR, stale + name), 65534, 65534)  # nobody

@@ -128,7 +128,7 @@ def build_run_command(plugins: PluginSet) -> click.Command:
 def _run(plugins: PluginSet, values: dict[str, Any]) -> int:
     """Map click's values to a RunRequest, run it in a Session with the text report, return the exit code."""
     from cmpx.cli.main import invocation
-    from cmpx.reports.terminal import Progress, colour_wanted
+    from cmpx.reports.terminal import PipeSafeEcho, Progress, colour_wanted
     from cmpx.reports.text import TextReporter
     from cmpx.session import Session
 
@@ -139,11 +139,13 @@ def _run(plugins: PluginSet, values: dict[str, Any]) -> int:
     request = RunRequest(**static, thresholds={k: v for k, v in thresholds.items() if v}, backend_options=values)
     verbosity = max(0, 1 + cli["verbose"] - (1 if cli["quiet"] else 0))
 
+    out, err = PipeSafeEcho(), PipeSafeEcho(err=True)
+
     def reporter_for(plan):
-        return TextReporter(plan, click.echo, debug=cli["debug"], verbosity=verbosity,
-                            colour=colour_wanted(sys.stdout), progress=Progress.for_terminal())
+        return TextReporter(plan, out, debug=cli["debug"], verbosity=verbosity, colour=colour_wanted(sys.stdout),
+                            progress=Progress.for_terminal())
 
     ctx = click.get_current_context()
     with Session(request, plugins, invocation(ctx).settings, reporter_for=reporter_for, pool=invocation(ctx).pool,
-                 warn=lambda message: click.echo(f"warning: {message}", err=True)) as session:
+                 warn=lambda message: err(f"warning: {message}")) as session:
         return int(session.run().exit_code)

@@ -91,6 +91,25 @@ def expose(model, names: Iterable[str]):
     return model
 
 
+def check_external_data(model_path: str) -> None:
+    """Raise ModelError if an initializer of the model keeps its data outside the model's directory (ONNX Runtime
+    refuses such models; a transform reading the weights must refuse them too, not follow the path)."""
+    import onnx
+
+    from cmpx.errors import ModelError, UsageError
+    from cmpx.userfiles import inside
+
+    model = onnx.load(model_path, load_external_data=False)
+    tensors = list(model.graph.initializer) + [sparse.values for sparse in model.graph.sparse_initializer]
+    for tensor in tensors:
+        if tensor.data_location == onnx.TensorProto.EXTERNAL:
+            location = next((entry.value for entry in tensor.external_data if entry.key == "location"), None)
+            try:
+                inside(model_directory(model_path), location, f"{model_path}: initializer {tensor.name!r}")
+            except UsageError as exc:
+                raise ModelError(str(exc)) from None
+
+
 def model_directory(model_path: str) -> str:
     """Where the model's external data files are looked up."""
     return os.path.dirname(os.path.abspath(model_path))

@@ -1,4 +1,10 @@
-"""--report-json: the whole run as strict JSON (NaN and infinities written as the strings "NaN", "Infinity")."""
+"""--report-json: the whole run as strict JSON (NaN and infinities written as the strings "NaN", "Infinity").
+
+The document: ``format``, ``cmpx_version``, ``model``; ``results``, one record per pair and iteration (backend,
+reference, iteration, passed, every output with its metrics and statistics, unmatched tensors, first divergence);
+then ``exit_code``, ``passed``, ``interrupted``, ``iterations``, ``backends`` (options, timings, failures),
+``pairs`` (one summary per pair), ``non_finite``, ``output_failures`` and ``warnings``.
+"""
 
 from __future__ import annotations
 
@@ -8,18 +14,31 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from cmpx import __version__
-from cmpx.errors import BackendCrashed, BackendFailed, BackendTimeout
+from cmpx.errors import BackendCrashed, BackendFailed, BackendTimeout, OutputFailed
+from cmpx.outputs import AtomicFile
+from cmpx.reports.reporter import SilentReporter
 from cmpx.results import PairResult, PairTally
 
 if TYPE_CHECKING:
+    from cmpx.plan import RunPlan
     from cmpx.report import Report
 
 
 def run_document(report: Report) -> dict[str, Any]:
-    """The report as a JSON-able dict (non-finite floats still floats: see ``strict``)."""
+    """The report as a JSON-able dict (non-finite floats still floats: see ``strict``), from the results kept in
+    memory; the --report-json file holds the same document with every iteration (see JsonReportWriter)."""
+    return {**document_head(report.plan), "results": [pair_record(p) for p in report.result.pairs],
+            **document_tail(report)}
+
+
+def document_head(plan: RunPlan) -> dict[str, Any]:
+    return {"format": "cmpx-report", "cmpx_version": __version__, "model": plan.model.path if plan.model else None}
+
+
+def document_tail(report: Report) -> dict[str, Any]:
     plan, result = report.plan, report.result
     backends: list[dict[str, Any]] = []
-    for b in plan.backends:
+    for b in [*plan.backends, *(backend for backend, _ in plan.dropped)]:
         timing = result.infer_seconds.get(b.name)
         backends.append({"name": b.name, "kind": "live", "backend": b.spec.name, "options": dict(b.options),
                          "transform": b.transform, "load_seconds": result.load_seconds.get(b.name),
@@ -29,17 +48,57 @@ def run_document(report: Report) -> dict[str, Any]:
                          "failure": failure_record(result.failures.get(b.name))})
     backends += [{"name": b.name, "kind": "saved", "path": b.path, "iterations": len(b.source)}
                  for b in plan.saved_backends]
-    code = report.exit_code
     return {
-        "cmpx_version": __version__, "model": plan.model.path if plan.model else None, "exit_code": int(code),
-        "passed": report.passed, "interrupted": report.interrupted, "iterations": result.iterations,
-        "stopped_early": result.stopped_early, "backends": backends,
-        "pairs": [pair_summary(tally, [p for p in result.pairs if (p.backend, p.reference) == key])
-                  for key, tally in result.tallies.items()],
+        "exit_code": int(report.exit_code), "passed": report.passed, "interrupted": report.interrupted,
+        "iterations": result.iterations, "stopped_early": result.stopped_early, "backends": backends,
+        "pairs": [pair_summary(tally) for tally in result.tallies.values()],
         "results_dropped": result.pairs_dropped,
         "non_finite": [vars(finding) | {"first_index": list(finding.first_index)} for finding in result.non_finite],
-        "warnings": list(report.warnings),
+        "output_failures": list(report.output_failures), "warnings": list(report.warnings),
     }
+
+
+class JsonReportWriter(SilentReporter):
+    """--report-json, streamed: each pair's results of each iteration are written as they come (memory stays
+    independent of the iteration count), into a temporary file renamed to PATH once the run is done. A write
+    error stops the writing; ``finish`` then raises it as an OutputFailed."""
+
+    def __init__(self, path: str, plan: RunPlan):
+        self.path = path
+        self.plan = plan
+        self._target: AtomicFile | None = None
+        self._count = 0
+        self._error: OutputFailed | None = None
+
+    def started(self) -> None:
+        try:
+            self._target = AtomicFile("--report-json", self.path)
+        except OutputFailed as exc:
+            self._error = exc
+            return
+        self._write(json.dumps(document_head(self.plan))[:-1] + ', "results": [\n')
+
+    def pair_compared(self, pair: PairResult) -> None:
+        if self._target is not None:
+            self._write((",\n" if self._count else "") + json.dumps(strict(pair_record(pair)), allow_nan=False))
+            self._count += 1
+
+    def finish(self, report: Report) -> None:
+        """Write the rest of the document and put the file in place; raise what went wrong on the way."""
+        if self._target is not None:
+            self._write("\n], " + json.dumps(strict(document_tail(report)), indent=1, allow_nan=False)[1:] + "\n")
+        if self._error is not None:
+            raise self._error
+        if self._target is not None:
+            target, self._target = self._target, None
+            target.commit()
+
+    def _write(self, text: str) -> None:
+        try:
+            with self._target.failing():
+                self._target.file.write(text)
+        except OutputFailed as exc:
+            self._error, self._target = exc, None
 
 
 def failure_record(error: BackendFailed | None) -> dict[str, Any] | None:
@@ -58,15 +117,14 @@ def failure_record(error: BackendFailed | None) -> dict[str, Any] | None:
     return record
 
 
-def pair_summary(tally: PairTally, pairs: list[PairResult]) -> dict[str, Any]:
+def pair_summary(tally: PairTally) -> dict[str, Any]:
     divergence = tally.first_divergence
     return {"backend": tally.backend, "reference": tally.reference, "iterations": tally.iterations,
             "iterations_passed": tally.iterations_passed, "pass_rate": tally.pass_rate,
             "outputs": tally.outputs, "outputs_passed": tally.outputs_passed, "elements": tally.elements,
             "worst_abs": tally.worst_abs, "worst_rel": tally.worst_rel, "failing_iterations": tally.failing_iterations,
             "first_divergence": None if divergence is None else dict(iteration=divergence[0],
-                                                                     **_divergence(divergence[1])),
-            "results": [pair_record(p) for p in pairs]}
+                                                                     **_divergence(divergence[1]))}
 
 
 def _divergence(divergence: Any) -> dict[str, Any]:
@@ -78,7 +136,7 @@ def _divergence(divergence: Any) -> dict[str, Any]:
 def pair_record(pair: PairResult) -> dict[str, Any]:
     """One pair in one iteration: every output with its metrics."""
     divergence = pair.first_divergence
-    return {"iteration": pair.iteration, "passed": pair.passed,
+    return {"backend": pair.backend, "reference": pair.reference, "iteration": pair.iteration, "passed": pair.passed,
             "first_divergence": None if divergence is None else _divergence(divergence),
             "unmatched": [{"tensor": tensor, "only_in": side} for tensor, side in pair.unmatched],
             "outputs": [
@@ -102,9 +160,3 @@ def strict(value: Any) -> Any:
 
 def to_json(report: Report, indent: int | None = 1) -> str:
     return json.dumps(strict(run_document(report)), indent=indent, allow_nan=False)
-
-
-def write_json_report(path: str, report: Report) -> None:
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(to_json(report))
-        f.write("\n")

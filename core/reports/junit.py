@@ -6,6 +6,8 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from typing import TYPE_CHECKING
 
+from cmpx.outputs import write_file
+
 if TYPE_CHECKING:
     from cmpx.report import Report
 
@@ -49,4 +51,4 @@ def junit_tree(report: Report) -> ET.ElementTree:
 def write_junit_report(path: str, report: Report) -> None:
     tree = junit_tree(report)
     ET.indent(tree)
-    tree.write(path, encoding="utf-8", xml_declaration=True)
+    write_file("--junit", path, lambda f: tree.write(f, encoding="utf-8", xml_declaration=True), mode="wb")

@@ -9,6 +9,7 @@ import re
 from collections.abc import Sequence
 
 from cmpx.errors import UsageError
+from cmpx.outputs import write_file
 
 INSTALL_HINT = "--save-error-plots needs matplotlib: pip install 'cmpx[plots]'"
 
@@ -45,7 +46,8 @@ def write_error_plots(directory: str, pairs: Sequence) -> list[str]:
             figure.tight_layout()
             name = f"{pair.iteration}-{pair.backend}-vs-{pair.reference}-{output.output}.png"
             path = os.path.join(directory, re.sub(r"[^\w.#@-]+", "_", name))
-            figure.savefig(path, dpi=80)
+            write_file("--save-error-plots", path, lambda f, figure=figure: figure.savefig(f, dpi=80, format="png"),
+                       mode="wb")
             pyplot.close(figure)
             written.append(path)
     return written

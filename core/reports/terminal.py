@@ -55,3 +55,27 @@ class Progress:
             self.stream.write("\r\x1b[2K")
             self.stream.flush()
             self._shown = False
+
+
+class PipeSafeEcho:
+    """``click.echo`` to stdout (or stderr) that outlives its reader: when the reader went away (``cmpx run ... |
+    head -1``), the lines are dropped and the stream is pointed at /dev/null, so that the run goes on, its report
+    files are written, and its exit code stays the verdict instead of a broken-pipe error."""
+
+    def __init__(self, err: bool = False):
+        self.err = err
+        self.closed = False
+
+    def __call__(self, text: str) -> None:
+        if self.closed:
+            return
+        try:
+            click.echo(text, err=self.err)
+        except BrokenPipeError:
+            self.closed = True
+            stream = sys.stderr if self.err else sys.stdout
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            try:
+                os.dup2(devnull, stream.fileno())
+            finally:
+                os.close(devnull)

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 DETAIL_INDENT = "        "
 QUIET, NORMAL, VERBOSE, VERY_VERBOSE = 0, 1, 2, 3
 VERDICTS = {ExitCode.PASSED: "PASSED", ExitCode.MISMATCH: "FAILED (mismatch)",
-            ExitCode.BACKEND_FAILED: "FAILED (backend failure)"}
+            ExitCode.BACKEND_FAILED: "FAILED (backend failure)", ExitCode.USAGE: "FAILED (a report was not written)"}
 
 
 class TextReporter:
@@ -133,6 +133,8 @@ class TextReporter:
             self.say("  stopped at the first mismatch (--fail-fast)")
         for name, error in result.failures.items():
             self.say(f"  {name}: FAILED during {error.phase}: {error.detail}", "FAILED")
+        for failure in report.output_failures:
+            self.say(f"  FAILED to write {failure}", "FAILED")
         if self.default_tolerances:
             failing = {name for t in result.tallies.values() if not t.passed for name in (t.backend, t.reference)}
             for name in sorted(failing & set(self.suggestions)):

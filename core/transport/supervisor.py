@@ -145,9 +145,10 @@ def wait_replies(workers: Iterable[Worker], expect: str, phase: str, timeout: fl
     limits = {name: timeout if isinstance(timeout, (int, float)) else timeout[name] for name in pending}
     selector = selectors.DefaultSelector()
     for worker in pending.values():
-        selector.register(worker.from_worker, selectors.EVENT_READ, (worker, "pipe"))
+        selector.register(worker.from_worker, selectors.EVENT_READ, (worker, "pipe", phase))
         if worker.pidfd is not None and not worker.exited:
-            selector.register(worker.pidfd, selectors.EVENT_READ, (worker, "exit"))
+            selector.register(worker.pidfd, selectors.EVENT_READ, (worker, "exit", phase))
+    drained = False
     try:
         while pending:
             for name, worker in list(pending.items()):
@@ -161,11 +162,19 @@ def wait_replies(workers: Iterable[Worker], expect: str, phase: str, timeout: fl
             if not pending:
                 break
             now = time.monotonic()
-            for name, worker in list(pending.items()):
-                if now - started >= limits[name]:
-                    _fail_late(worker, phase, limits[name])
-                    results[name] = worker.failure
-                    _unregister(selector, pending.pop(name))
+            late = [name for name in pending if now - started >= limits[name]]
+            if late and not drained:
+                # Past a deadline: first read whatever is ready. A coordinator that was stopped (SIGSTOP, a laptop
+                # asleep) finds its workers' answers waiting, and they are answers, not timeouts.
+                for key, _ in selector.select(0):
+                    _on_ready(selector, key)
+                drained = True
+                continue
+            drained = False
+            for name in late:
+                _fail_late(pending[name], phase, limits[name])
+                results[name] = pending[name].failure
+                _unregister(selector, pending.pop(name))
             if not pending:
                 break
             remaining = min(started + limits[name] for name in pending) - now
@@ -173,14 +182,18 @@ def wait_replies(workers: Iterable[Worker], expect: str, phase: str, timeout: fl
                 on_wait(sorted(pending), now - started, {n: w.status for n, w in pending.items() if w.status})
                 remaining = min(remaining, PROGRESS_TICK_SECONDS)
             for key, _ in selector.select(max(remaining, 0)):
-                worker, kind = key.data
-                if kind == "exit":
-                    worker.exited = True
-                    selector.unregister(key.fd)
-                _read_available(worker, phase)
+                _on_ready(selector, key)
     finally:
         selector.close()
     return results
+
+
+def _on_ready(selector: selectors.BaseSelector, key: selectors.SelectorKey) -> None:
+    worker, kind, phase = key.data
+    if kind == "exit":
+        worker.exited = True
+        selector.unregister(key.fd)
+    _read_available(worker, phase)
 
 
 def _fail_late(worker: Worker, phase: str, seconds: float) -> None:
@@ -270,33 +283,62 @@ def _unregister(selector: selectors.BaseSelector, worker: Worker) -> None:
                 pass
 
 
-def stop(worker: Worker) -> None:
-    """Terminate the worker, then kill it if it has not exited after a short grace period."""
+def stop(worker: Worker, grace: float = KILL_GRACE_SECONDS) -> None:
+    """Terminate the worker, then kill it if it has not exited after ``grace`` seconds."""
     process = worker.process
     if process.poll() is None:
         process.terminate()
         try:
-            process.wait(timeout=KILL_GRACE_SECONDS)
+            process.wait(timeout=grace)
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
 
 
 def release(worker: Worker) -> None:
-    """Stop the process if needed, end whatever it forked (its process group: a framework may fork helpers
-    that would outlive it), and close every descriptor the coordinator holds for it. Releasing twice is harmless."""
-    if worker.closed:
-        return
-    stop(worker)
-    try:
-        os.killpg(worker.process.pid, signal.SIGKILL)  # the worker leads its own session and process group
-    except (ProcessLookupError, PermissionError):
-        pass
-    for fd in (worker.to_worker, worker.from_worker, worker.pidfd):
-        if fd is not None:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-    worker.log.close()
-    worker.closed = True
+    """Stop the process if needed, end whatever it forked, close every descriptor (see ``release_all``)."""
+    release_all([worker])
+
+
+def release_all(workers: Iterable[Worker]) -> None:
+    """Stop every worker: SIGTERM to all at once, SIGKILL to those still alive after one shared grace period;
+    then SIGKILL each one's process group (a framework may fork helpers that would outlive it) and close every
+    descriptor the coordinator holds for it. An interrupt during the grace (a second Ctrl-C) ends the grace: the
+    rest are killed at once and cleaned up all the same before the interrupt goes on. Releasing twice is
+    harmless."""
+    workers = [w for w in workers if not w.closed]
+    interrupted: BaseException | None = None
+    for worker in workers:
+        if worker.process.poll() is None:
+            worker.process.terminate()
+    deadline = time.monotonic() + KILL_GRACE_SECONDS
+    for worker in workers:
+        process = worker.process
+        try:
+            if interrupted is None:
+                process.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            pass
+        except KeyboardInterrupt as exc:
+            interrupted = exc
+        if process.poll() is None:
+            process.kill()
+    for worker in workers:
+        try:
+            worker.process.wait(timeout=KILL_GRACE_SECONDS)
+        except (subprocess.TimeoutExpired, KeyboardInterrupt):
+            pass
+        try:
+            os.killpg(worker.process.pid, signal.SIGKILL)  # the worker leads its own session and process group
+        except (ProcessLookupError, PermissionError):
+            pass
+        for fd in (worker.to_worker, worker.from_worker, worker.pidfd):
+            if fd is not None:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        worker.log.close()
+        worker.closed = True
+    if interrupted is not None:
+        raise interrupted

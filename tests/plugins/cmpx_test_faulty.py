@@ -14,7 +14,7 @@ import time
 import cmpx
 
 PHASES = ("load", "infer")
-KINDS = ("raise", "segfault", "abort", "exit", "sigkill", "memory", "hang", "hang-ignoring-sigterm", "drop-output",
+KINDS = ("raise", "segfault", "abort", "exit", "sigkill", "memory", "hang", "sleep", "hang-ignoring-sigterm", "drop-output",
          "garbage", "truncated-frame", "truncated-frame-exit", "oversized-frame", "fork-helper")
 STAMP_ENV = "CMPX_TEST_FAULT_STAMP"  # a file that gets the time just before the fault
 
@@ -60,6 +60,8 @@ class FaultyBackend(cmpx.Backend):
             raise MemoryError("injected out-of-memory")
         if kind == "hang":
             time.sleep(3600)
+        if kind == "sleep":  # slow, not stuck: each such call takes a second
+            time.sleep(1)
         if kind == "hang-ignoring-sigterm":
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
             time.sleep(3600)

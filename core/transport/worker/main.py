@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from cmpx.backend import Backend
+from cmpx.errors import bounded
 from cmpx.transport import protocol, shm
 from cmpx.transport.arena import Allocations, MappingCache
 from cmpx.transport.messages import Load, Setup
@@ -139,15 +140,6 @@ def _handle(state: _State, message: dict[str, Any]) -> dict[str, Any]:
             kind = f"{type(exc).__module__}.{kind}"
         return {"op": "error", "id": request_id, "type": kind, "message": bounded(str(exc), MESSAGE_LIMIT),
                 "traceback": bounded(traceback.format_exc(), TRACEBACK_LIMIT)}
-
-
-def bounded(text: str, limit: int) -> str:
-    """``text`` cut to about ``limit`` characters, keeping its head and tail and saying how much was cut: an error
-    message can be tens of megabytes (the reference evaluator prints whole tensors), over what a frame carries."""
-    if len(text) <= limit:
-        return text
-    keep = limit // 2
-    return f"{text[:keep]}\n[... {len(text) - 2 * keep} characters cut ...]\n{text[-keep:]}"
 
 
 def _import_backend(path: str) -> type[Backend]:

@@ -1,0 +1,102 @@
+"""The files and directories a run writes: checked before any work, written so that a reader never finds a
+truncated file under the final name."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import IO
+
+from cmpx.errors import OutputFailed, UsageError
+
+
+def check_file_output(option: str, path: str) -> None:
+    """A file ``option`` will write at ``path``: its directory exists and is writable, and it is not a directory."""
+    if os.path.isdir(path):
+        raise UsageError(f"{option} {path} is a directory; give the path of a file to write")
+    _check_parent(option, path)
+    if os.path.exists(path) and not os.access(path, os.W_OK):
+        raise UsageError(f"{option} {path} exists and is not writable; choose another path")
+
+
+def check_directory_output(option: str, path: str, must_be_empty: bool) -> None:
+    """A directory ``option`` will write into: an existing (empty, if ``must_be_empty``) writable directory, or a
+    new one in a writable directory."""
+    if os.path.exists(path):
+        if not os.path.isdir(path):
+            raise UsageError(f"{option} {path} exists and is not a directory; choose a new path")
+        if must_be_empty and os.listdir(path):
+            raise UsageError(f"{option} {path} already exists and is not an empty directory; choose a new path to "
+                             "save to")
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise UsageError(f"{option} {path} is not writable; choose another directory")
+        return
+    _check_parent(option, path)
+
+
+def _check_parent(option: str, path: str) -> None:
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise UsageError(f"{option} {path}: the directory {parent} does not exist; create it, or choose another path")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise UsageError(f"{option} {path}: the directory {parent} is not writable (read-only file system or "
+                         "permissions); choose another path")
+
+
+class AtomicFile:
+    """A file that appears at ``path`` only once complete: written as a temporary file in the same directory, then
+    renamed by ``commit``; ``abandon`` removes it. An OSError (a full or read-only disk) while opening, writing or
+    committing becomes an OutputFailed saying that nothing was written at ``path``."""
+
+    def __init__(self, option: str, path: str, mode: str = "w"):
+        self.option = option
+        self.path = path
+        directory = os.path.dirname(os.path.abspath(path))
+        with self.failing():
+            fd, self.temporary = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".partial",
+                                                  dir=directory)
+            self.file: IO = os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"}))
+
+    @contextmanager
+    def failing(self) -> Iterator[None]:
+        """Turn an OSError inside into an OutputFailed, removing the temporary file."""
+        try:
+            yield
+        except OSError as exc:
+            self.abandon()
+            raise OutputFailed(f"{self.option} {self.path}: {exc.strerror or exc}; nothing was written there") \
+                from None
+
+    def commit(self) -> None:
+        with self.failing():
+            self.file.close()
+            os.replace(self.temporary, self.path)
+            self.temporary = None
+
+    def abandon(self) -> None:
+        file = getattr(self, "file", None)
+        if file is not None:
+            try:
+                file.close()
+            except OSError:
+                pass
+        if getattr(self, "temporary", None) is not None:
+            try:
+                os.unlink(self.temporary)
+            except OSError:
+                pass
+            self.temporary = None
+
+
+def write_file(option: str, path: str, write: Callable[[IO], None], mode: str = "w") -> None:
+    """Write ``path`` at once with ``write(file)``, atomically (see AtomicFile)."""
+    target = AtomicFile(option, path, mode)
+    try:
+        with target.failing():
+            write(target.file)
+    except BaseException:
+        target.abandon()
+        raise
+    target.commit()

@@ -1,0 +1,244 @@
+"""Hostile machines and inputs (issue #15): full and read-only disks, a reader that goes away, an exhausted
+/dev/shm, low descriptor limits, long runs, slow data, external data that leaves the model's directory. Each
+test builds what it needs; tests that need a private mount namespace skip, saying why, where one cannot be made."""
+
+import json
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from cmpx.testing import models as modelgen
+from conftest import REPO
+
+EXAMPLE = str(REPO / "examples" / "models" / "conv.onnx")
+OK = ("--backend", "onnxrt", "--backend", "onnxref")
+
+
+def _cmpx(*args, env=None, **kwargs) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "cmpx", *map(str, args)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=REPO, env=dict(os.environ, **(env or {})), **kwargs)
+
+
+def _private_mounts() -> str | None:
+    """Why a private mount namespace with a small tmpfs cannot be made here, or None if it can."""
+    if shutil.which("unshare") is None or os.geteuid() != 0:
+        return "needs root and unshare(1) for a private mount namespace"
+    probe = subprocess.run(["unshare", "-m", "sh", "-c", "mount -t tmpfs -o size=1M tmpfs /mnt && echo ok"],
+                           capture_output=True, text=True)
+    return None if probe.stdout.strip() == "ok" else f"cannot mount a tmpfs: {probe.stderr.strip()}"
+
+
+def _in_namespace(setup: str, *args: str) -> subprocess.CompletedProcess:
+    """``cmpx ARGS`` in a private mount namespace after the shell commands ``setup`` (mounts)."""
+    command = f"{setup} && exec {sys.executable} -m cmpx \"$@\""
+    return subprocess.run(["unshare", "-m", "sh", "-c", command, "sh", *args], capture_output=True, text=True,
+                          cwd=REPO, timeout=120)
+
+
+@pytest.fixture
+def mounts():
+    reason = _private_mounts()
+    if reason:
+        pytest.skip(reason)
+
+
+def test_a_full_disk_leaves_no_truncated_report_and_says_what_was_kept(mounts, tmp_path):
+    target = tmp_path / "small"
+    target.mkdir()
+    setup = f"mount -t tmpfs -o size=64k tmpfs {target}"
+    done = _in_namespace(setup, "run", EXAMPLE, *OK, "--iterations", "40", "--report-json", f"{target}/r.json",
+                         "--save-outputs", f"{target}/golden")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "--save-outputs" in done.stderr and "No space left on device" in done.stderr
+    assert "iteration(s) are kept" in done.stderr or "nothing usable was written" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_full_disk_under_the_json_report_fails_the_run_with_exit_2_and_no_file(mounts, tmp_path):
+    target = tmp_path / "small"
+    target.mkdir()
+    done = _in_namespace(f"mount -t tmpfs -o size=16k tmpfs {target}", "run", EXAMPLE, *OK, "-v",
+                         "--iterations", "30", "--report-json", f"{target}/r.json", "--save-error-plots",
+                         f"{target}/plots")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "FAILED to write --report-json" in done.stdout and "nothing was written there" in done.stdout
+    assert done.stdout.splitlines()[-1].startswith("FAILED (a report was not written)")
+    assert done.stdout.splitlines()[-1].endswith("| exit 2")
+
+
+def test_a_read_only_output_directory_is_refused_before_any_work(mounts, tmp_path):
+    target = tmp_path / "ro"
+    target.mkdir()
+    setup = f"mount -t tmpfs tmpfs {target} && mount -o remount,ro {target}"
+    done = _in_namespace(setup, "run", EXAMPLE, *OK, "--report-json", f"{target}/r.json")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"--report-json {target}/r.json: the directory {target} is not writable" in done.stderr
+    assert "loaded" not in done.stdout  # before any backend loaded
+
+
+def test_a_reader_that_goes_away_does_not_change_the_verdict_or_lose_the_report(tmp_path):
+    report = tmp_path / "r.json"
+    process = _cmpx("run", EXAMPLE, *OK, "--iterations", "20", "-v", "--report-json", report)
+    process.stdout.readline()
+    process.stdout.close()  # `cmpx run ... | head -1`
+    assert process.wait(timeout=120) == 0, process.stderr.read()
+    assert json.loads(report.read_text())["iterations"] == 20
+    assert "BrokenPipe" not in process.stderr.read()
+
+
+def test_a_full_dev_shm_is_an_error_naming_it_before_any_inference(mounts, tmp_path):
+    model = modelgen.save(helper.make_model(helper.make_graph(
+        [helper.make_node("Identity", ["X"], ["Y"])], "big",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [16, 1024, 1024])],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [16, 1024, 1024])]),
+        opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "big.onnx")
+    done = _in_namespace("mount -t tmpfs -o size=32M tmpfs /dev/shm", "run", model, *OK)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "/dev/shm is full: a segment of 64 MiB needs 64 MiB and /dev/shm has" in done.stderr
+    assert "Traceback" not in done.stderr and done.returncode != 135  # never a SIGBUS
+
+
+def test_a_sparse_npy_declaring_64_gib_is_refused_before_it_is_copied(tmp_path):
+    model = modelgen.save(helper.make_model(helper.make_graph(
+        [helper.make_node("Identity", ["X"], ["Y"])], "any",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, ["N"])],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, ["N"])]),
+        opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "any.onnx")
+    run = tmp_path / "inputs"
+    run.mkdir()
+    elements = 16 << 30  # 64 GiB of float32
+    with open(run / "x.npy", "wb") as f:
+        header = np.lib.format.header_data_from_array_1_0(np.zeros(1, np.float32))
+        np.lib.format.write_array_header_1_0(f, dict(header, shape=(elements,)))
+        f.truncate(f.tell() + 4 * elements)  # sparse: no disk used
+    (run / "cmpx-run.jsonl").write_text(
+        json.dumps({"format": "cmpx-run", "format_version": 1, "kind": "inputs"}) + "\n" +
+        json.dumps({"source": "inputs", "iteration": 0, "tensors": [
+            {"name": "X", "file": "x.npy", "dtype": "float32", "shape": [elements]}]}) + "\n")
+    started = time.monotonic()
+    process = _cmpx("run", model, *OK, "--load-inputs", run)
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 2, out + err
+    assert "64 GiB" in err and ("/dev/shm" in err or "memory" in err)
+    assert time.monotonic() - started < 30  # refused, not copied
+
+
+def test_mark_all_on_many_tensors_runs_under_the_usual_descriptor_limit(tmp_path):
+    """300 tensors x 3 iterations failed with EMFILE at ulimit -n 1024: one descriptor per mapped tensor."""
+    nodes, current = [], "X"
+    for i in range(300):
+        nodes.append(helper.make_node("Relu" if i % 2 else "Neg", [current], [f"t{i}"], name=f"n{i}"))
+        current = f"t{i}"
+    nodes.append(helper.make_node("Identity", [current], ["Y"], name="out"))
+    model = modelgen.save(helper.make_model(helper.make_graph(
+        nodes, "deep", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [4, 4])],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [4, 4])]),
+        opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "deep.onnx")
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
+
+    process = _cmpx("run", model, *OK, "--mark-all", "--iterations", "3", "-q", preexec_fn=limit)
+    out, err = process.communicate(timeout=300)
+    assert process.returncode == 0, out + err
+    assert "3/3 iterations passed (100%), 903/903 outputs passed" in out  # 301 tensors, three times
+
+
+def test_a_long_run_keeps_bounded_results_in_memory_but_reports_every_iteration(run_cli, tmp_path, monkeypatch):
+    from cmpx import results
+
+    monkeypatch.setattr(results, "RETAINED_OUTPUTS", 10)
+    report = tmp_path / "r.json"
+    result = run_cli("run", EXAMPLE, *OK, "--iterations", "40", "-q", "--report-json", report)
+    assert result.exit_code == 0, result.output
+    assert "40/40 iterations passed (100%), 80/80 outputs passed" in result.output
+    document = json.loads(report.read_text())
+    assert len(document["results"]) == 40 and [r["iteration"] for r in document["results"]] == list(range(40))
+    assert document["pairs"][0]["iterations"] == 40
+
+
+def test_retained_results_are_bounded_whatever_the_iteration_count():
+    from cmpx.results import OutputResult, PairResult, RunResult
+
+    result = RunResult(retain_outputs=100)
+    for iteration in range(100_000):
+        result.add_pair(PairResult("a", "b", iteration, [OutputResult("Y"), OutputResult("Z")]))
+    assert len(result.pairs) <= 100 and result.pairs_dropped == 100_000 - len(result.pairs)
+    tally = result.tallies[("a", "b")]
+    assert tally.iterations == tally.iterations_passed == 100_000 and tally.outputs == 200_000
+
+
+def test_an_iteration_is_reported_before_the_loader_makes_the_next_feed(tmp_path):
+    gate = tmp_path / "gate"
+    script = tmp_path / "slow.py"
+    script.write_text(
+        "import os, time\nimport numpy as np\n"
+        "def load_data():\n"
+        "    yield {'X': np.ones((1, 3, 8, 8), np.float32)}\n"
+        f"    while not os.path.exists({str(gate)!r}):\n"
+        "        time.sleep(0.05)\n"
+        "    yield {'X': np.zeros((1, 3, 8, 8), np.float32)}\n")
+    process = subprocess.Popen([sys.executable, "-m", "cmpx", "run", EXAMPLE, *OK, "--data-loader-script", script],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO,
+                               env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    started, seen = time.monotonic(), []
+    for line in process.stdout:
+        seen.append(line)
+        if "PASSED  Z" in line:
+            break
+    assert time.monotonic() - started < 30 and "[iteration 0]" in "".join(seen)  # reported while feed 1 waits
+    process.send_signal(signal.SIGINT)  # interrupted while the loader still waits: iteration 0 is kept
+    out = process.stdout.read()
+    assert process.wait(timeout=30) == 130
+    assert "onnxrt vs onnxref: 1/1 iterations passed" in out
+
+
+def test_transforms_refuse_external_data_outside_the_model_directory(run_cli, tmp_path):
+    model_dir = tmp_path / "model"
+    model_dir.mkdir()
+    weights = numpy_helper.from_array(np.ones((4, 4), np.float32), "W")
+    onnx.external_data_helper.set_external_data(weights, "../outside.bin")
+    weights.ClearField("raw_data")
+    (tmp_path / "outside.bin").write_bytes(np.ones((4, 4), np.float32).tobytes())
+    graph = helper.make_graph([helper.make_node("MatMul", ["X", "W"], ["Y"])], "g",
+                              [helper.make_tensor_value_info("X", TensorProto.FLOAT, [1, 4])],
+                              [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [1, 4])], [weights])
+    path = model_dir / "m.onnx"
+    path.write_bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString())
+    for transform in ("fp16", "int8"):
+        result = run_cli("run", path, "--backend", f"onnxrt:{transform}", "--backend", "onnxref")
+        assert result.exit_code == 2, result.output
+        assert "file entry '../outside.bin' points outside its directory" in result.output
+        assert "Traceback" not in result.output
+
+
+def test_a_transform_that_fails_on_the_model_fails_its_backends_and_the_others_are_compared(run_cli, tmp_path):
+    # Calibration runs the model on the run's data: indices past a 10-row table make ONNX Runtime refuse it.
+    model = modelgen.save(modelgen.gather_model(rows=10), tmp_path / "gather.onnx")
+    result = run_cli("run", model, "--backend", "onnxrt:int8", "--backend", "onnxrt", "--backend", "onnxref",
+                     "--val-range", "I:[20,30]")
+    assert result.exit_code == 3, result.output
+    assert "onnxrt:int8 failed during transform: the int8 transform failed:" in result.output
+    assert "Internal error" not in result.output and "Traceback" not in result.output
+
+
+def test_an_unforeseen_error_is_exit_4_never_a_mismatch(run_cli, monkeypatch):
+    from cmpx.comparison import compare
+
+    def broken(*args, **kwargs):
+        raise ZeroDivisionError("a bug")
+
+    monkeypatch.setattr(compare, "compare_output", broken)
+    result = run_cli("run", EXAMPLE, *OK)
+    assert result.exit_code == 4
+    assert "Internal error: ZeroDivisionError: a bug (exit 4; rerun with --debug" in result.output
+    assert "Traceback" not in result.output
