@@ -18,6 +18,7 @@ from cmpx.dtypes import ONNX_TO_NUMPY, numpy_dtype
 from cmpx.saved.cmpx_format import MANIFEST, RunWriter, read_cmpx_run
 from cmpx.saved.npy import SavedDataError
 from cmpx.saved.opening import open_saved
+from conftest import REPO
 
 ONNX_DATA = Path(onnx.__file__).parent / "backend" / "test" / "data"
 EXAMPLE = "examples/models/conv.onnx"
@@ -141,6 +142,34 @@ def test_onnx_test_data_directories_from_the_onnx_package(run_cli, case):
                      "--atol", "1e-5", "--rtol", "1e-4")
     assert result.exit_code == 0, result.output
     assert f"onnxrt vs expected@{case} (reference)" in result.output
+
+
+def test_test_data_with_external_data_reads_it_from_its_own_directory(run_cli, tmp_path, monkeypatch):
+    """Such a set used to work only from its own directory: external data was looked up in the current one (and a
+    file of that name there was read instead)."""
+    import onnx
+    from onnx import numpy_helper
+
+    testset = tmp_path / "case" / "test_data_set_0"
+    testset.mkdir(parents=True)
+    values = np.random.default_rng(0).random((1, 3, 8, 8), dtype=np.float32)
+    proto = numpy_helper.from_array(values, "X")
+    onnx.external_data_helper.set_external_data(proto, "x.bin")
+    proto.ClearField("raw_data")
+    (testset / "x.bin").write_bytes(values.tobytes())
+    (testset / "input_0.pb").write_bytes(proto.SerializeToString())
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "x.bin").write_bytes(np.zeros_like(values).tobytes())  # a decoy in the current directory
+    monkeypatch.chdir(elsewhere)
+    saved = tmp_path / "fed"
+    result = run_cli("run", REPO / EXAMPLE, "--backend", "onnxrt", "--backend", "onnxref", "--load-inputs",
+                     tmp_path / "case", "--save-inputs", saved)
+    assert result.exit_code == 0, result.output
+    from cmpx.saved.cmpx_format import read_cmpx_run
+
+    fed = read_cmpx_run(str(saved)).sources[0].load(0)["X"]
+    assert np.array_equal(fed, values)  # the set's own data, not the decoy
 
 
 class Payload:
