@@ -9,17 +9,14 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from cmpx.comparison.compare import compare_tensor
-from cmpx.comparison.divergence import first_divergence
-from cmpx.comparison.pairing import comparison_pairs
-from cmpx.comparison.validation import find_non_finite
+from cmpx.comparison.iteration import IterationComparer
 from cmpx.errors import BackendFailed
 from cmpx.loaders.feeds import feeds_digest
 from cmpx.loaders.prefetch import Prefetcher
 from cmpx.memory import available_memory
 from cmpx.plan import RunPlan
 from cmpx.reports.reporter import Reporter
-from cmpx.results import PairResult, RunResult
+from cmpx.results import RunResult
 from cmpx.saved.cmpx_format import RunWriter
 from cmpx.transport import runspace, supervisor
 from cmpx.transport.arena import MappingCache, ReusedSegments
@@ -39,7 +36,7 @@ class _Run:
     workers: dict[str, supervisor.Worker] = field(default_factory=dict)
     inputs_writer: RunWriter | None = None
     outputs_writer: RunWriter | None = None
-    warned: set[tuple[str, str]] = field(default_factory=set)
+    comparer: IterationComparer | None = None
     inputs: ReusedSegments = field(default_factory=ReusedSegments)
     mappings: MappingCache = field(default_factory=lambda: MappingCache(MAPPING_BUDGET))
 
@@ -67,6 +64,7 @@ def execute(plan: RunPlan, feeds: Iterator[Mapping[str, Any]] | None, reporter: 
         if plan.save_outputs:
             run.outputs_writer = RunWriter(plan.save_outputs, "outputs", model_path, "--save-outputs")
             cleanup.push(_closer(run.outputs_writer))
+        run.comparer = IterationComparer(plan, reporter, result, run.outputs_writer)
         _start_and_load(run)
         _iterate(run, feeds)
         _close_workers(run)
@@ -97,7 +95,7 @@ def _iterate(run: _Run, feeds: Iterator[Mapping[str, Any]] | None) -> None:
             if prefetch.ready() and _overlap_fits(sources):
                 following = _next_dispatch(run, prefetch, inflight.iteration + 1)
             try:
-                _compare_iteration(run, inflight, sources)
+                run.comparer.compare(inflight.iteration, inflight.digest, sources)
             finally:
                 for source in sources.values():
                     source.release_all()
@@ -220,49 +218,3 @@ def _receive(run: _Run, inflight: _Inflight) -> dict[str, TensorSource]:
         for source in sources.values():  # small enough to keep mapped: the next iterations map nothing
             source.mappings = run.mappings
     return sources
-
-
-def _compare_iteration(run: _Run, inflight: _Inflight, sources: dict[str, TensorSource]) -> None:
-    plan, iteration = run.plan, inflight.iteration
-    for saved in plan.saved_backends:
-        if iteration < len(saved.source):
-            sources[saved.name] = TensorSource(saved.source.load(iteration))
-            _check_digest(run, saved, iteration, inflight.digest)
-        elif ("missing", saved.name) not in run.warned:
-            run.warned.add(("missing", saved.name))
-            run.reporter.warning(f"{saved.name} ({saved.path}) holds {len(saved.source)} iteration(s); it is "
-                                 f"left out from iteration {iteration} on")
-    order = [name for name in plan.names if name in sources]
-    pairs = [PairResult(b, r, iteration) for b, r in comparison_pairs(order, plan.reference)]
-    live = {b.name for b in plan.backends}
-    for tensor in dict.fromkeys(t for name in order for t in sources[name].names):
-        arrays = {name: sources[name].load(tensor) for name in order if tensor in sources[name].names}
-        for name, array in arrays.items():
-            if name in live and run.outputs_writer is not None:
-                run.outputs_writer.tensor(name, iteration, tensor, array)
-            if plan.validate:
-                for finding in find_non_finite(name, {tensor: array}):
-                    run.result.non_finite.append(finding)
-                    run.reporter.non_finite(finding)
-        stop = compare_tensor(pairs, tensor, arrays, plan.comparison, plan.required_outputs)
-        del arrays
-        for name in order:
-            sources[name].release(tensor)
-        if stop:
-            run.result.stopped_early = True
-            break
-    if run.outputs_writer is not None:
-        run.outputs_writer.finish_iteration(iteration, inflight.digest)
-    for pair in pairs:
-        if plan.graph is not None:
-            pair.first_divergence = first_divergence(plan.graph, {o.output: o for o in pair.outputs})
-        run.result.add_pair(pair)
-        run.reporter.pair_compared(pair)
-
-
-def _check_digest(run: _Run, saved: Any, iteration: int, digest: str | None) -> None:
-    theirs = saved.source.digests[iteration]
-    if digest and theirs and theirs != digest and ("digest", saved.name) not in run.warned:
-        run.warned.add(("digest", saved.name))
-        run.reporter.warning(f"the inputs of iteration {iteration} differ from those {saved.name} was run with "
-                             f"({saved.path}); compare like with like (same --seed, or --load-inputs)")

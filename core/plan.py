@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from cmpx.comparison.compare import ComparisonSettings
+from cmpx.comparison.postprocess import Postprocess
 from cmpx.model.info import ModelInfo, TensorSpec
 from cmpx.plugins import PluginSettings
 from cmpx.registry import BackendSpec
@@ -54,11 +55,18 @@ class RunPlan:
     graph: Any = None  # the model's cmpx.model.graph.TensorGraph when tensors are marked (for the first divergence)
     show_unmatched: bool = False
     dropped: Sequence[tuple[BackendPlan, BackendFailed]] = ()  # backends whose model transform failed
+    output_map: Mapping[str, str] = field(default_factory=dict)  # --output-map A=B: tensor B compared as A
+    postprocess: Postprocess = field(default_factory=Postprocess)  # --postprocess top-K
 
     @property
     def required_outputs(self) -> frozenset[str]:
         """Tensors every backend must produce: the model's outputs (a marked tensor may be absent on one side)."""
         return frozenset(spec.name for spec in self.model.outputs) if self.model else frozenset()
+
+    @property
+    def single(self) -> bool:
+        """One backend and nothing to compare it with: its outputs are described and checked, not compared."""
+        return len(self.names) == 1
 
     @property
     def names(self) -> list[str]:

@@ -39,16 +39,19 @@ def build_plan(checked: Preflight, warn: Callable[[str], None], scratch: str | N
         model = _read_model(request, backends)
     saved = _saved_backends(request, model, warn)
     names = [b.name for b in backends] + [b.name for b in saved]
-    if len(names) < 2:
-        raise UsageError(f"cmpx run compares backends: give at least two --backend or --load-outputs (got "
+    if not backends and len(names) < 2:
+        raise UsageError(f"cmpx run needs a --backend to run, or at least two saved runs to compare (got "
                          f"{len(names)}); available backends: {', '.join(plugins.backends.names())}")
     check_reference(request.reference, names)
     graph, mark = _marking(request, model, bool(saved) and checked.model_format is None)
     _warn_about_marking(backends, mark, warn)
     output_names = ([s.name for s in model.outputs] + list(mark)) if model else _saved_output_names(saved)
+    what = ("model outputs" + (" and marked tensors" if mark else "")) if model else "saved outputs"
     for option, values in checked.per_output_options.items():
-        check_names(option, values.overrides, output_names,
-                    ("model outputs" + (" and marked tensors" if mark else "")) if model else "saved outputs")
+        check_names(option, values.overrides, output_names, what)
+    if model is not None:
+        check_names("--output-map", checked.output_map, output_names, what)
+        check_names("--postprocess", checked.postprocess.by_output, output_names, what)
 
     feeds, inputs, iterations, dropped = None, (), None, []
     if model is not None and backends:
@@ -72,6 +75,10 @@ def build_plan(checked: Preflight, warn: Callable[[str], None], scratch: str | N
             iterations = min(iterations, request.iterations)
     if iterations is not None:
         for backend in saved:
+            if len(backend.source) > iterations:
+                warn(f"{backend.name} ({backend.path}) holds {len(backend.source)} iteration(s) and this run compares "
+                     f"{iterations}; give --iterations {len(backend.source)} (with --load-inputs of the run that "
+                     "saved it, or the same --seed) to compare them all")
             if len(backend.source) < iterations:
                 raise UsageError(f"--load-outputs {backend.path}: {backend.name} holds {len(backend.source)} "
                                  f"iteration(s) but this run makes {iterations}; use --iterations "
@@ -79,7 +86,8 @@ def build_plan(checked: Preflight, warn: Callable[[str], None], scratch: str | N
     plan = RunPlan(model, inputs, backends, request.reference, checked.comparison, checked.timeouts,
                    checked.settings, validate=request.validate, saved_backends=saved,
                    save_inputs=request.save_inputs, save_outputs=request.save_outputs, iterations=iterations,
-                   mark=mark, graph=graph, show_unmatched=request.show_unmatched, dropped=dropped)
+                   mark=mark, graph=graph, show_unmatched=request.show_unmatched, dropped=dropped,
+                   output_map=checked.output_map, postprocess=checked.postprocess)
     return plan, feeds
 
 

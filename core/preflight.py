@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from cmpx.argtypes import PerOutput, ValueRange, check_names, check_stat, parse_input_shapes, parse_per_output, \
     parse_val_ranges, quantile, seconds, threshold, tolerance
 from cmpx.comparison.compare import ComparisonSettings
 from cmpx.comparison.pairing import instance_names
+from cmpx.comparison.postprocess import Postprocess, parse_postprocess
 from cmpx.errors import PluginError, UsageError
 from cmpx.model.native import native_format
 from cmpx.outputs import check_directory_output, check_file_output
@@ -41,6 +42,8 @@ class Preflight:
     ranges: Mapping[str, ValueRange]
     loader: DataLoaderSpec
     model_format: str | None = None  # the model's suffix when it is in its backends' own format, not ONNX
+    output_map: Mapping[str, str] = field(default_factory=dict)
+    postprocess: Postprocess = field(default_factory=Postprocess)
 
 
 def preflight(request: RunRequest, plugins: PluginSet, settings: PluginSettings) -> Preflight:
@@ -59,7 +62,22 @@ def preflight(request: RunRequest, plugins: PluginSet, settings: PluginSettings)
                 for name, spec, (_, transform) in zip(names, specs, words)]
     model_format = _check_model_format(request, plugins, backends)
     return Preflight(request, plugins, settings, backends, _timeouts(request, backends), comparison,
-                     per_output_options, shapes, default_range, ranges, loader, model_format)
+                     per_output_options, shapes, default_range, ranges, loader, model_format,
+                     _output_map(request.output_map), parse_postprocess(request.postprocess))
+
+
+def _output_map(words: Sequence[str]) -> dict[str, str]:
+    """--output-map A=B: a tensor named B (in a backend or saved run that has no A) is compared as output A."""
+    mapping: dict[str, str] = {}
+    for word in words:
+        target, sep, source = word.partition("=")
+        if not sep or not target or not source:
+            raise UsageError(f"--output-map: cannot read {word!r}; give NAME=OTHER_NAME, e.g. --output-map "
+                             "logits=output_0 (an output named output_0 is compared as logits)")
+        if target in mapping:
+            raise UsageError(f"--output-map: {target!r} is mapped twice; map each output once")
+        mapping[target] = source
+    return mapping
 
 
 def _check_outputs(request: RunRequest) -> None:

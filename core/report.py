@@ -31,13 +31,22 @@ class Report:
 
     @property
     def exit_code(self) -> ExitCode:
-        """INTERRUPTED; else BACKEND_FAILED; else USAGE when a report file asked for could not be written; else the
-        comparison's verdict."""
+        """INTERRUPTED; else BACKEND_FAILED; else USAGE when a report file asked for could not be written; else
+        MISMATCH for NaN/Inf (--validate), a failing pair, or a run that compared nothing; else PASSED."""
+        result = self.result
         if self.interrupted:
             return ExitCode.INTERRUPTED
-        if self.output_failures and not self.result.failures:
+        if result.failures:
+            return ExitCode.BACKEND_FAILED
+        if self.output_failures:
             return ExitCode.USAGE
-        return self.result.exit_code
+        if result.non_finite:
+            return ExitCode.MISMATCH
+        if self.plan.single:  # one backend: nothing to compare, nothing failed
+            return ExitCode.PASSED
+        if not result.tallies or any(not tally.passed for tally in result.tallies.values()):
+            return ExitCode.MISMATCH  # a mismatch, or nothing compared at all: a pass must mean something
+        return ExitCode.PASSED
 
     @property
     def passed(self) -> bool:

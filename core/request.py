@@ -40,6 +40,8 @@ class RunRequest:
     check_error_stat: Words = ()
     error_quantile: Words = ()
     compare: Words = ()
+    output_map: Words = ()
+    postprocess: Words = ()
     nan_equal: bool = False
     infinities_compare_equal: bool = False
     validate: bool = False

@@ -14,7 +14,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from cmpx.errors import ExitCode
 
 if TYPE_CHECKING:
     from cmpx.errors import BackendFailed
@@ -82,10 +81,12 @@ class PairResult:
     outputs: list[OutputResult] = field(default_factory=list)
     unmatched: list[tuple[str, str]] = field(default_factory=list)  # (tensor, the side that has it)
     first_divergence: Divergence | None = None
+    note: str = ""  # why nothing (or not everything) was compared: both sides' names, and a hint
 
     @property
     def passed(self) -> bool:
-        return all(o.passed for o in self.outputs)
+        """Every compared output passed, and there was at least one: a pair that compared nothing fails."""
+        return bool(self.outputs) and all(o.passed for o in self.outputs)
 
 
 @dataclass(frozen=True)
@@ -175,6 +176,9 @@ class RunResult:
     infer_seconds: dict[str, Timing] = field(default_factory=dict)
     iterations: int = 0
     retain_outputs: int = field(default_factory=lambda: RETAINED_OUTPUTS)
+    values: list[tuple[str, int, list[Any]]] = field(default_factory=list)  # (backend, iteration, ValueStats)
+    compared_outputs: set[str] = field(default_factory=set)  # names of the outputs compared at least once
+    metrics_ran: set[str] = field(default_factory=set)
     _retained_outputs: int = 0
 
     def add_pair(self, pair: PairResult) -> None:
@@ -189,6 +193,18 @@ class RunResult:
         else:
             self.pairs_dropped += 1
 
+    def add_values(self, backend: str, iteration: int, stats: list[Any]) -> None:
+        """One backend's output value statistics of one iteration (single-backend runs, -v), kept while bounded."""
+        if len(self.values) < FAILING_ITERATIONS_LISTED:
+            self.values.append((backend, iteration, stats))
+
+    def note_compared(self, pair: PairResult) -> None:
+        """Remember which outputs were compared and which metrics ran (to warn about requests that never were)."""
+        for output in pair.outputs:
+            if output.metrics:
+                self.compared_outputs.add(output.output)
+                self.metrics_ran.update(m.metric for m in output.metrics)
+
     def add_timing(self, backend: str, seconds: float) -> None:
         self.infer_seconds.setdefault(backend, Timing()).add(seconds)
 
@@ -196,16 +212,6 @@ class RunResult:
     def compared(self) -> int:
         """Pair-iterations that compared at least one output."""
         return sum(t.iterations for t in self.tallies.values() if t.outputs)
-
-    @property
-    def exit_code(self) -> ExitCode:
-        """3 if any backend failed (it outranks a mismatch); 1 if any output mismatched or --validate found
-        NaN/Inf; else 0."""
-        if self.failures:
-            return ExitCode.BACKEND_FAILED
-        if self.non_finite or any(not t.passed for t in self.tallies.values()):
-            return ExitCode.MISMATCH
-        return ExitCode.PASSED
 
 
 def _largest(values: Sequence[float | None]) -> float | None:

@@ -101,6 +101,13 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
             metavar="[NAME:]Q", accepts=per_output_value, python="per_output"),
     _option("compare", WORDS, COMPARISON, "metrics that must all pass [default: the tolerance check]",
             metavar="METRIC"),
+    _option("output_map", WORDS, COMPARISON, "compare differently named outputs: A=B compares an output named B "
+            "(of a backend or saved run that has no A) as output A; outputs are otherwise paired by exact name only",
+            metavar="A=B", accepts=lambda w: "=" in w and not w.startswith("-")),
+    _option("postprocess", WORDS, COMPARISON, "replace outputs by the indices of their K largest values before "
+            "comparing (Polygraphy's top-k): top-K[,axis=N], or NAME:top-K for one output; e.g. with --compare "
+            "indices", metavar="[NAME:]top-K[,axis=N]", accepts=lambda w: "top-" in w,
+            flags=("--postprocess", "--postprocess-func")),
     _option("nan_equal", FLAG, COMPARISON, "NaN in both outputs counts as equal"),
     _option("infinities_compare_equal", FLAG, COMPARISON, "equal infinities count as equal"),
     _option("validate", FLAG, COMPARISON, "fail if any backend's output holds NaN or Inf"),

@@ -113,6 +113,10 @@ class Session:
     def _finish(self, report: Report, shown: Reporter, stream: Any) -> None:
         """Write the report files (a file that cannot be written is recorded in the report, which then exits 2),
         the JSON report last so that it holds the others' fate, then tell the reporter."""
+        from cmpx.comparison.coverage import unfulfilled
+
+        for message in unfulfilled(self.request, report.plan, report.result):
+            self.reporter.warning(message)
         written = []
         for write in (self._write_junit, self._write_plots):
             try:

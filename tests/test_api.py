@@ -40,7 +40,7 @@ def test_a_passing_run_returns_a_report_with_every_result():
     assert data["abs"]["max"] == first.outputs[0].worst("abs") and data["size"] == 256 and data["mismatches"] == 0
     document = json.loads(report.to_json())
     assert document["exit_code"] == 0 and document["pairs"][0]["iterations_passed"] == 2
-    assert "PASSED | 2 comparison(s) over 2 iteration(s) | exit 0" in report.text()
+    assert "PASSED | 2 comparison(s) over 2 iteration(s), 4 output(s), 520 element(s) compared | exit 0" in report.text()
     assert "PASSED" in repr(report)
 
 
@@ -123,7 +123,7 @@ def test_model_and_backend_errors_are_typed(tmp_path):
 def test_echo_streams_the_text_report():
     lines = []
     report = cmpx.run(EXAMPLE, ["onnxrt", "onnxref"], echo=lines.append)
-    assert lines[0].startswith("cmpx ") and lines[-1] == "PASSED | 1 comparison(s) over 1 iteration(s) | exit 0"
+    assert lines[0].startswith("cmpx ") and lines[-1] == "PASSED | 1 comparison(s) over 1 iteration(s), 2 output(s), 260 element(s) compared | exit 0"
     assert "\n".join(lines[-3:]) in report.text()
 
 

@@ -27,7 +27,8 @@ if TYPE_CHECKING:
 def run_document(report: Report) -> dict[str, Any]:
     """The report as a JSON-able dict (non-finite floats still floats: see ``strict``), from the results kept in
     memory; the --report-json file holds the same document with every iteration (see JsonReportWriter)."""
-    return {**document_head(report.plan), "results": [pair_record(p) for p in report.result.pairs],
+    values = [values_record(*entry) for entry in report.result.values]
+    return {**document_head(report.plan), "results": [*values, *(pair_record(p) for p in report.result.pairs)],
             **document_tail(report)}
 
 
@@ -83,6 +84,12 @@ class JsonReportWriter(SilentReporter):
             self._write((",\n" if self._count else "") + json.dumps(strict(pair_record(pair)), allow_nan=False))
             self._count += 1
 
+    def outputs_described(self, backend: str, iteration: int, stats: list[Any]) -> None:
+        if self._target is not None:
+            self._write((",\n" if self._count else "") + json.dumps(strict(values_record(backend, iteration, stats)),
+                                                                   allow_nan=False))
+            self._count += 1
+
     def finish(self, report: Report) -> None:
         """Write the rest of the document and put the file in place; raise what went wrong on the way."""
         if self._target is not None:
@@ -133,10 +140,18 @@ def _divergence(divergence: Any) -> dict[str, Any]:
                         for m in divergence.result.metrics]}
 
 
+def values_record(backend: str, iteration: int, stats: list[Any]) -> dict[str, Any]:
+    """One backend's outputs of one iteration, described (single-backend runs, -v)."""
+    return {"kind": "values", "backend": backend, "iteration": iteration, "outputs": [
+        {"name": s.output, "dtype": s.dtype, "shape": list(s.shape), "min": s.minimum, "max": s.maximum,
+         "mean": s.mean, "std": s.std, "nan_count": s.nan_count, "inf_count": s.inf_count} for s in stats]}
+
+
 def pair_record(pair: PairResult) -> dict[str, Any]:
     """One pair in one iteration: every output with its metrics."""
     divergence = pair.first_divergence
-    return {"backend": pair.backend, "reference": pair.reference, "iteration": pair.iteration, "passed": pair.passed,
+    return {"kind": "pair", "backend": pair.backend, "reference": pair.reference, "iteration": pair.iteration,
+            "passed": pair.passed, "note": pair.note or None,
             "first_divergence": None if divergence is None else _divergence(divergence),
             "unmatched": [{"tensor": tensor, "only_in": side} for tensor, side in pair.unmatched],
             "outputs": [

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from cmpx.comparison.values import ValueStats
     from cmpx.errors import BackendFailed
     from cmpx.report import Report
     from cmpx.results import NonFinite, PairResult
@@ -21,6 +22,7 @@ class Reporter(Protocol):
     def loaded(self, backend: str, seconds: float) -> None: ...
     def backend_failed(self, error: BackendFailed) -> None: ...
     def pair_compared(self, pair: PairResult) -> None: ...
+    def outputs_described(self, backend: str, iteration: int, stats: list[ValueStats]) -> None: ...
     def non_finite(self, finding: NonFinite) -> None: ...
     def worker_output(self, backend: str, text: str) -> None: ...
     def finished(self, report: Report) -> None: ...
@@ -46,6 +48,9 @@ class SilentReporter:
         pass
 
     def pair_compared(self, pair: PairResult) -> None:
+        pass
+
+    def outputs_described(self, backend: str, iteration: int, stats: list[ValueStats]) -> None:
         pass
 
     def non_finite(self, finding: NonFinite) -> None:
@@ -90,6 +95,15 @@ class Reporters:
     def pair_compared(self, pair: PairResult) -> None:
         for reporter in self.reporters:
             reporter.pair_compared(pair)
+
+    def outputs_described(self, backend: str, iteration: int, stats: list[ValueStats]) -> None:
+        for reporter in self.reporters:
+            reporter.outputs_described(backend, iteration, stats)
+
+    @property
+    def wants_values(self) -> bool:
+        """Whether any reporter shows each output's value statistics (computed only then)."""
+        return any(getattr(reporter, "wants_values", False) for reporter in self.reporters)
 
     def non_finite(self, finding: NonFinite) -> None:
         for reporter in self.reporters:

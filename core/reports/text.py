@@ -7,7 +7,7 @@ statistics, histogram and worst elements for failing ones); -v adds the statisti
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cmpx import __version__
 from cmpx.errors import BackendCrashed, BackendFailed, ExitCode
@@ -84,7 +84,9 @@ class TextReporter:
     def pair_compared(self, pair: PairResult) -> None:
         if self.verbosity == QUIET and pair.passed:
             return
-        self.say(f"[iteration {pair.iteration}] {pair.backend} vs {pair.reference} (reference)")
+        compared = [o for o in pair.outputs if not o.failed_early]
+        self.say(f"[iteration {pair.iteration}] {pair.backend} vs {pair.reference} (reference): {len(compared)} "
+                 f"output(s), {sum(o.elements for o in compared)} element(s) compared")
         for output in pair.outputs:
             if self.verbosity == QUIET and output.passed:
                 continue
@@ -92,6 +94,8 @@ class TextReporter:
             details = not intermediate and (self.verbosity >= VERBOSE or not output.passed)
             for line in format_output(output, details=details):
                 self.say("  " + line, "PASSED" if line.startswith("PASSED") else "FAILED")
+        if pair.note:
+            self.say(f"  {'FAILED  ' if not pair.outputs else ''}{pair.note}", "FAILED")
         if pair.unmatched:
             sides = sorted({side for _, side in pair.unmatched})
             self.say(f"  {len(pair.unmatched)} marked tensor(s) only in {' or '.join(sides)}, not compared"
@@ -110,6 +114,17 @@ class TextReporter:
             self.say("  first divergence: none found among the compared tensors (the failing ones are not "
                      "computed from compared tensors that pass)")
 
+    @property
+    def wants_values(self) -> bool:
+        return self.plan.single or self.verbosity >= VERBOSE
+
+    def outputs_described(self, backend: str, iteration: int, stats: list[Any]) -> None:
+        """Each output's shape, dtype and value statistics: single-backend runs, and -v."""
+        if self.verbosity > QUIET or self.plan.single:
+            self.say(f"[iteration {iteration}] {backend} outputs")
+            for line in stats:
+                self.say(f"  {line}")
+
     def non_finite(self, finding: NonFinite) -> None:
         self.say(f"INVALID {finding} (--validate)", "INVALID")
 
@@ -119,8 +134,14 @@ class TextReporter:
         self.say("Summary (interrupted: what finished)" if report.interrupted else "Summary")
         for tally in result.tallies.values():
             self.say(f"  {tally.backend} vs {tally.reference}: {_pair_line(tally)}")
-        if not result.tallies:
-            self.say("  nothing was compared")
+        if self.plan.single:
+            self.say(f"  one backend, {self.plan.names[0]}: its outputs were described and checked, not compared")
+        elif not result.tallies:
+            self.say("  nothing was compared", "FAILED")
+        for saved in self.plan.saved_backends:
+            if len(saved.source) > result.iterations and not report.interrupted:
+                self.say(f"  {saved.name}: {result.iterations} of its {len(saved.source)} iteration(s) compared "
+                         f"(give --iterations {len(saved.source)} or --load-inputs of the run that saved it)")
         if result.load_seconds:
             self.say("  backend        load s   mean infer s")
             for name in [b.name for b in self.plan.backends if b.name in result.load_seconds]:  # command-line order
@@ -145,8 +166,12 @@ class TextReporter:
             return
         code = report.exit_code
         compared = sum(t.iterations for t in result.tallies.values())
-        self.say(f"{VERDICTS[code]} | {compared} comparison(s) over {result.iterations} iteration(s) "
-                 f"| exit {int(code)}", "PASSED" if code == ExitCode.PASSED else "FAILED")
+        outputs = sum(t.outputs for t in result.tallies.values())
+        elements = sum(t.elements for t in result.tallies.values())
+        what = (f"{result.iterations} iteration(s) of {self.plan.names[0]}, not compared" if self.plan.single else
+                f"{compared} comparison(s) over {result.iterations} iteration(s), {outputs} output(s), "
+                f"{elements} element(s) compared")
+        self.say(f"{VERDICTS[code]} | {what} | exit {int(code)}", "PASSED" if code == ExitCode.PASSED else "FAILED")
 
 
     def wrote(self, what: str, path: str) -> None:
@@ -155,7 +180,7 @@ class TextReporter:
 
 def _pair_line(tally: PairTally) -> str:
     text = (f"{tally.iterations_passed}/{tally.iterations} iterations passed ({100.0 * tally.pass_rate:.0f}%), "
-            f"{tally.outputs_passed}/{tally.outputs} outputs passed")
+            f"{tally.outputs_passed}/{tally.outputs} outputs passed ({tally.elements} elements)")
     if tally.worst_abs is not None:
         text += f", worst abs {tally.worst_abs:.3g}, worst rel {tally.worst_rel:.3g}"
     return text

@@ -1,0 +1,133 @@
+"""One iteration's comparison: every backend's tensors (live and saved) side by side, each tensor compared in
+every pair as soon as it is loaded, then released; plus what rides along (NaN/Inf checks, saving outputs, value
+statistics, top-k post-processing, an explicit output map) and what a pass must prove (that something was
+compared, and if not, why)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from cmpx.comparison.compare import compare_tensor
+from cmpx.comparison.divergence import first_divergence
+from cmpx.comparison.pairing import comparison_pairs
+from cmpx.comparison.validation import find_non_finite
+from cmpx.results import PairResult
+
+if TYPE_CHECKING:
+    from cmpx.plan import RunPlan
+    from cmpx.reports.reporter import Reporter
+    from cmpx.results import RunResult
+    from cmpx.saved.cmpx_format import RunWriter
+    from cmpx.transport.sources import TensorSource
+
+
+class IterationComparer:
+    """Compares iterations of one run; ``warned`` keeps each warning to once per run."""
+
+    def __init__(self, plan: RunPlan, reporter: Reporter, result: RunResult, outputs_writer: RunWriter | None):
+        self.plan = plan
+        self.reporter = reporter
+        self.result = result
+        self.outputs_writer = outputs_writer
+        self.warned: set[tuple[str, str]] = set()
+        self.wants_values = plan.single or bool(getattr(reporter, "wants_values", False))
+
+    def compare(self, iteration: int, digest: str | None, sources: dict[str, TensorSource]) -> None:
+        plan = self.plan
+        from cmpx.transport.sources import TensorSource
+
+        for saved in plan.saved_backends:
+            if iteration < len(saved.source):
+                sources[saved.name] = TensorSource(saved.source.load(iteration))
+                self._check_digest(saved, iteration, digest)
+            elif self._once("missing", saved.name):
+                self.reporter.warning(f"{saved.name} ({saved.path}) holds {len(saved.source)} iteration(s); it is "
+                                      f"left out from iteration {iteration} on")
+        names = {name: _mapped(source.names, plan.output_map) for name, source in sources.items()}
+        order = [name for name in plan.names if name in sources]
+        pairs = [PairResult(b, r, iteration) for b, r in comparison_pairs(order, plan.reference)]
+        required = plan.required_outputs or frozenset(t for name in order for t in names[name])
+        live = {b.name for b in plan.backends}
+        values: dict[str, list[Any]] = {}
+        for tensor in dict.fromkeys(t for name in order for t in names[name]):
+            arrays = {name: sources[name].load(names[name][tensor]) for name in order if tensor in names[name]}
+            for name, array in arrays.items():
+                self._inspect(name, iteration, tensor, array, live, values)
+            arrays = {name: plan.postprocess.apply(tensor, array) for name, array in arrays.items()}
+            stop = compare_tensor(pairs, tensor, arrays, plan.comparison, required)
+            del arrays
+            for name in order:
+                if tensor in names[name]:
+                    sources[name].release(names[name][tensor])
+            if stop:
+                self.result.stopped_early = True
+                break
+        if self.outputs_writer is not None:
+            self.outputs_writer.finish_iteration(iteration, digest)
+        for name, stats in values.items():
+            self.result.add_values(name, iteration, stats)
+            self.reporter.outputs_described(name, iteration, stats)
+        for pair in pairs:
+            if plan.graph is not None:
+                pair.first_divergence = first_divergence(plan.graph, {o.output: o for o in pair.outputs})
+            if not pair.outputs or any(o.note.startswith("missing in") for o in pair.outputs):
+                pair.note = _mismatched_names(pair, names)
+            self.result.note_compared(pair)
+            self.result.add_pair(pair)
+            self.reporter.pair_compared(pair)
+
+    def _inspect(self, name: str, iteration: int, tensor: str, array: Any, live: set[str],
+                 values: dict[str, list[Any]]) -> None:
+        """What happens to every tensor of every backend, compared or not: saved, checked, described."""
+        if name in live and self.outputs_writer is not None:
+            self.outputs_writer.tensor(name, iteration, tensor, array)
+        if self.plan.validate:
+            for finding in find_non_finite(name, {tensor: array}):
+                self.result.non_finite.append(finding)
+                self.reporter.non_finite(finding)
+        if self.wants_values and (tensor in self.plan.required_outputs or not self.plan.required_outputs):
+            from cmpx.comparison.values import value_stats
+
+            values.setdefault(name, []).append(value_stats(tensor, array))
+
+    def _once(self, kind: str, name: str) -> bool:
+        if (kind, name) in self.warned:
+            return False
+        self.warned.add((kind, name))
+        return True
+
+    def _check_digest(self, saved: Any, iteration: int, digest: str | None) -> None:
+        theirs = saved.source.digests[iteration]
+        if digest and theirs and theirs != digest and self._once("digest", saved.name):
+            self.reporter.warning(f"the inputs of iteration {iteration} differ from those {saved.name} was run with "
+                                  f"({saved.path}); compare like with like (same --seed, or --load-inputs)")
+
+
+def _mapped(names: list[str], output_map: Mapping[str, str]) -> dict[str, str]:
+    """The names a source's tensors are compared under (``--output-map A=B``: its tensor B is compared as A)."""
+    renamed = {}
+    for name in names:
+        target = next((a for a, b in output_map.items() if b == name and a not in names), name)
+        renamed[target] = name
+    return renamed
+
+
+def _mismatched_names(pair: PairResult, names: Mapping[str, Mapping[str, str]]) -> str:
+    """Why a pair compared nothing or lacks outputs: both sides' names, and a hint when they match ignoring case
+    or by position."""
+    mine, theirs = list(names.get(pair.backend, {})), list(names.get(pair.reference, {}))
+    only_mine = [n for n in mine if n not in theirs]
+    only_theirs = [n for n in theirs if n not in mine]
+    text = (f"{'nothing was compared' if not pair.outputs else 'outputs differ by name'}: {pair.backend} has "
+            f"{', '.join(only_mine) or '(none)'} that {pair.reference} lacks; {pair.reference} has "
+            f"{', '.join(only_theirs) or '(none)'} that {pair.backend} lacks")
+    by_case = [(a, b) for a in only_mine for b in only_theirs if a.lower() == b.lower()]
+    if by_case:
+        return text + "; they match ignoring case: pair them with " + " ".join(
+            f"--output-map {b}={a}" for a, b in by_case)
+    if only_mine and len(only_mine) == len(only_theirs):
+        return text + "; by position they would pair " + ", ".join(
+            f"{a} with {b}" for a, b in zip(only_mine, only_theirs)) + " (cmpx pairs by exact name only; if that "\
+            "is right, say so with " + " ".join(f"--output-map {b}={a}" for a, b in zip(only_mine, only_theirs)) + ")"
+    return text
