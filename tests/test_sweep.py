@@ -1,0 +1,156 @@
+"""cmpx sweep on the local executor: every model with every run in runner processes, the results directory,
+exit codes, resuming, and Ctrl-C."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+import xml.etree.ElementTree as ET
+
+from cmpx.testing import models as modelgen
+from cmpx.testing.leaks import orphaned_workers, runner_processes, worker_processes
+from conftest import REPO
+from sweep_zoo import VERDICTS, processes_marked, summary, verdicts, write_zoo
+
+
+def no_runner_left():
+    assert runner_processes() == [], "a sweep left runner processes behind"
+    assert orphaned_workers() == [], "a cell's workers outlived their runner"
+
+
+def test_a_local_sweep_runs_every_model_with_every_run(tmp_path, run_cli):
+    out = tmp_path / "out"
+    result = run_cli("sweep", write_zoo(tmp_path), "--out", out, "--jobs", "2")
+    no_runner_left()
+    assert result.exit_code == 1, result.output  # two cells mismatch, none failed
+    assert "3 model(s) x 2 run(s) = 6 cells" in result.output and "[6/6]" in result.output
+    assert verdicts(out) == VERDICTS
+    document = summary(out)
+    assert document["exit_code"] == 1 and document["counts"] == {"passed": 4, "mismatch": 2}
+    for cell in document["cells"]:  # each cell's own --report-json document, and its text report
+        report = json.loads((out / cell["report"]).read_text())
+        assert report["exit_code"] == cell["exit_code"] and report["model"].endswith(cell["model"])
+        assert ("FAILED" if cell["verdict"] == "mismatch" else "PASSED") in (out / cell["log"]).read_text()
+        assert set(cell["timings"]["backends"]) == {p["backend"] for p in cell["pairs"]} | {
+            p["reference"] for p in cell["pairs"]}
+    conv = next(c for c in document["cells"] if c["model"] == "zoo/conv.onnx" and c["run"] == "fp16")
+    assert conv["worst_abs"] > 1e-5 and conv["pairs"][0]["backend"] == "onnxrt:fp16"
+    assert conv["first_divergence"]["node"] == "conv0"  # marked: the error enters at the Conv
+    suite = ET.parse(out / "junit.xml").getroot().find("testsuite")
+    assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("6", "2", "0")
+    assert {(c.get("classname"), c.get("name")) for c in suite.iter("testcase")} == set(VERDICTS)
+    table = (out / "summary.md").read_text()
+    assert "| model | ref | fp16 |" in table and "\x1b" not in table
+    assert "| zoo/conv.onnx | passed | mismatch (abs" in table and "| zoo/gather.onnx | passed | passed |" in table
+
+
+def test_a_failed_backend_or_a_model_a_run_cannot_take_exit_3_and_say_why(tmp_path, run_cli):
+    runs = """
+[[runs]]
+name = "broken"
+args = "--backend onnxrt --backend faulty -p cmpx_test_faulty --faulty-fault load:raise --val-range X:[0,1]"
+"""
+    out = tmp_path / "out"
+    result = run_cli("sweep", write_zoo(tmp_path, runs, names=("conv", "gather")), "--out", out)
+    no_runner_left()
+    assert result.exit_code == 3, result.output
+    cells = {c["model"]: c for c in summary(out)["cells"]}
+    conv, gather = cells["zoo/conv.onnx"], cells["zoo/gather.onnx"]
+    assert (conv["verdict"], conv["exit_code"]) == ("backend failed", 3)
+    assert conv["failure"]["backends"][0]["backend"] == "faulty" and conv["failure"]["backends"][0]["phase"] == "load"
+    assert (gather["verdict"], gather["exit_code"], gather["report"]) == ("usage error", 2, None)
+    assert "'X' is not one of the model inputs" in gather["failure"]["message"]
+    assert "'X' is not one of the model inputs" in (out / gather["log"]).read_text()
+    suite = ET.parse(out / "junit.xml").getroot().find("testsuite")
+    assert (suite.get("failures"), suite.get("errors")) == ("0", "2")
+
+
+def _finished_at(out):
+    return {path.parent.name: path.stat().st_mtime_ns for path in (out / "cells").glob("*/cell.json")}
+
+
+def test_a_second_sweep_runs_only_the_cells_whose_inputs_changed(tmp_path, run_cli):
+    sweep = write_zoo(tmp_path, names=("conv",))
+    out = tmp_path / "out"
+    assert run_cli("sweep", sweep, "--out", out).exit_code == 1
+    first = _finished_at(out)
+    assert set(first) == {"zoo__conv.onnx--ref", "zoo__conv.onnx--fp16"}
+
+    again = run_cli("sweep", sweep, "--out", out)  # nothing changed: nothing runs, same verdict
+    assert again.exit_code == 1 and "2 kept from an earlier sweep, 0 to run" in again.output
+    assert _finished_at(out) == first and all(c["reused"] for c in summary(out)["cells"])
+
+    failed = run_cli("sweep", sweep, "--out", out, "--rerun", "failed")  # only the mismatching cell
+    assert failed.exit_code == 1 and "1 kept from an earlier sweep, 1 to run" in failed.output
+    now = _finished_at(out)
+    assert now["zoo__conv.onnx--ref"] == first["zoo__conv.onnx--ref"]
+    assert now["zoo__conv.onnx--fp16"] != first["zoo__conv.onnx--fp16"]
+
+    sweep.write_text(sweep.read_text().replace("--mark-all", "--mark-all --atol 1e-2 --rtol 1e-2"))
+    changed = run_cli("sweep", sweep, "--out", out)  # the fp16 run's args changed: only its cell runs
+    assert changed.exit_code == 0 and "1 kept from an earlier sweep, 1 to run" in changed.output
+    assert _finished_at(out)["zoo__conv.onnx--ref"] == first["zoo__conv.onnx--ref"]
+
+    modelgen.save(modelgen.conv_model(seed=1), tmp_path / "zoo" / "conv.onnx")  # new weights, same path
+    retrained = run_cli("sweep", sweep, "--out", out)
+    assert retrained.exit_code == 0 and "0 kept from an earlier sweep, 2 to run" in retrained.output
+    no_runner_left()
+
+
+def test_ctrl_c_stops_the_cells_under_way_and_keeps_the_finished_ones(tmp_path, run_cli, no_leaks):
+    runs = """
+[[runs]]
+name = "ref"
+args = "--backend onnxrt --backend onnxref"
+
+[[runs]]
+name = "hang"
+args = "--backend onnxrt --backend faulty -p cmpx_test_faulty --faulty-fault infer:hang"
+"""
+    sweep = write_zoo(tmp_path, runs, names=("conv", "gather"))
+    out = tmp_path / "out"
+    marker = uuid.uuid4().hex
+    process = subprocess.Popen([sys.executable, "-m", "cmpx", "sweep", str(sweep), "--out", str(out), "--jobs", "1"],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO,
+                               env=dict(os.environ, PYTHONUNBUFFERED="1", CMPX_TEST_MARK=marker))
+    deadline = time.monotonic() + 60
+    # conv/ref finishes, then conv/hang starts: wait until its run's two workers are up
+    while time.monotonic() < deadline and not (
+            (out / "cells" / "zoo__conv.onnx--ref" / "cell.json").exists()
+            and any(len(worker_processes(r)) == 2 for r in runner_processes(process.pid))):
+        time.sleep(0.1)
+    time.sleep(1.0)  # loading, then hanging in inference
+    process.send_signal(signal.SIGINT)
+    started = time.monotonic()
+    assert process.wait(timeout=30) == 130
+    assert time.monotonic() - started < 10
+    printed = process.stdout.read()
+    assert "Interrupted: 1 of 4 cells have results" in printed
+    wait_gone = time.monotonic() + 5
+    while processes_marked(marker) and time.monotonic() < wait_gone:
+        time.sleep(0.1)
+    assert processes_marked(marker) == [], "a runner or a worker outlived the interrupted sweep"
+    document = summary(out)
+    assert document["interrupted"] and document["exit_code"] == 130
+    assert verdicts(out) == {("zoo/conv.onnx", "ref"): "passed", ("zoo/conv.onnx", "hang"): "not run",
+                             ("zoo/gather.onnx", "ref"): "not run", ("zoo/gather.onnx", "hang"): "not run"}
+
+    sweep.write_text(sweep.read_text().replace("infer:hang", "none"))  # resume without the hang
+    resumed = run_cli("sweep", sweep, "--out", out)
+    no_runner_left()
+    assert "1 kept from an earlier sweep, 3 to run" in resumed.output
+    assert resumed.exit_code == 0, resumed.output
+
+
+def test_the_ray_executor_without_ray_names_the_extra(tmp_path):
+    code = ("import sys; sys.modules['ray'] = None  # as if Ray were not installed\n"
+            "from cmpx.cli.main import cli; cli.main(sys.argv[1:], prog_name='cmpx')")
+    out = tmp_path / "out"
+    done = subprocess.run([sys.executable, "-c", code, "sweep", str(write_zoo(tmp_path, names=("conv",))), "--out",
+                           str(out), "--executor", "ray"], capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.strip() == "Error: --executor ray needs Ray: pip install 'cmpx[ray]'"
+    assert not out.exists()  # nothing ran
