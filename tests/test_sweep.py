@@ -1,6 +1,7 @@
 """cmpx sweep on the local executor: every model with every run in runner processes, the results directory,
 exit codes, resuming, and Ctrl-C."""
 
+import io
 import json
 import os
 import signal
@@ -10,6 +11,8 @@ import time
 import uuid
 import xml.etree.ElementTree as ET
 
+from cmpx.reports.terminal import Progress
+from cmpx.sweep.progress import SweepProgress
 from cmpx.testing import models as modelgen
 from cmpx.testing.leaks import orphaned_workers, runner_processes, worker_processes
 from conftest import REPO
@@ -154,3 +157,21 @@ def test_the_ray_executor_without_ray_names_the_extra(tmp_path):
     assert done.returncode == 2
     assert done.stderr.strip() == "Error: --executor ray needs Ray: pip install 'cmpx[ray]'"
     assert not out.exists()  # nothing ran
+
+
+def test_the_status_line_counts_cells_and_estimates_the_time_left():
+    stream, lines = io.StringIO(), []
+    progress = SweepProgress(4, lines.append, Progress(stream, enabled=True))
+    progress.cell_started()
+    progress.cell_started()
+    entry = {"model": "zoo/conv.onnx", "run": "fp16", "verdict": "mismatch", "worst_abs": 1e-3, "worst_rel": 2e-2,
+             "failure": None, "pairs": []}
+    progress.cell_finished(entry, 1.5)
+    assert lines == ["[1/4] zoo/conv.onnx | fp16: mismatch (abs 0.001, rel 0.02) (1.5 s)"]
+    status = stream.getvalue().split("\r\x1b[2K")[-1]
+    assert status.startswith("sweep: 1/4 cells done, 1 under way, 1 not passed | ") and "s left" in status
+    progress.clear()
+    assert stream.getvalue().endswith("\r\x1b[2K")
+    quiet = io.StringIO()
+    SweepProgress(1, lines.append, Progress(quiet, enabled=False)).cell_started()  # not a terminal: nothing
+    assert quiet.getvalue() == ""

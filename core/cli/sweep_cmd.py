@@ -52,4 +52,5 @@ def sweep_command(sweep_file: str, out: str, jobs: int | None, executor: str, ra
 
     everywhere = invocation(click.get_current_context()).prescan.plugin_args  # cmpx -p X sweep ..., and sweep's -p
     options = SweepOptions(sweep_file, out, jobs, executor, ray_address, rerun, tuple(everywhere) or plugin_args)
-    return run_sweep(options, click.echo, Progress.for_terminal())
+    return run_sweep(options, click.echo, Progress.for_terminal(),
+                     warn=lambda message: click.echo(f"warning: {message}", err=True))

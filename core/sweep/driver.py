@@ -42,9 +42,12 @@ class SweepOptions:
     plugin_args: tuple[str, ...] = ()
 
 
-def run_sweep(options: SweepOptions, echo: Callable[[str], None], terminal: Progress | None = None) -> int:
-    """Run the sweep; return its exit code (0, 1 or 3). Raises UsageError before any cell runs, and RunInterrupted
-    on Ctrl-C after the cells under way stopped and the summaries of what finished were written."""
+def run_sweep(options: SweepOptions, echo: Callable[[str], None], terminal: Progress | None = None,
+              warn: Callable[[str], None] | None = None) -> int:
+    """Run the sweep; return its exit code (0, 1 or 3). ``echo`` gets a line per finished cell and the totals,
+    ``warn`` the warnings (default: ``echo``), ``terminal`` the status line. Raises UsageError before any cell
+    runs, and RunInterrupted on Ctrl-C after the cells under way stopped and the summaries of what finished were
+    written."""
     started = time.monotonic()
     if options.executor not in EXECUTORS:
         raise UsageError(f"--executor {options.executor}: choose one of {', '.join(EXECUTORS)}")
@@ -53,7 +56,7 @@ def run_sweep(options: SweepOptions, echo: Callable[[str], None], terminal: Prog
     sweep = read_sweep_file(options.file)
     runs = check_runs(sweep, options.plugin_args)
     executor, jobs_text = _executor(options, sweep, len(sweep.models) * len(runs),
-                                    lambda message: echo(f"warning: {message}"))
+                                    warn or (lambda message: echo(f"warning: {message}")))
     store = CellStore(options.out)
     matrix = cells(sweep, runs)
     digests = {model: model_digest(model) for model in sweep.models}

@@ -1,5 +1,5 @@
 """What a sweep shows as it goes: one line per finished cell (for logs and pipes too), and on a terminal a status
-line with the cells done, running and failed, the time so far and an estimate of the time left."""
+line with the cells done, under way and not passed, the time so far and an estimate of the time left."""
 
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ class SweepProgress:
         self._shown = now
         elapsed = now - self.started
         left = f", about {elapsed / self.done * (self.total - self.done):.0f} s left" if self.done else ""
-        self.terminal.show(f"sweep: {self.done}/{self.total} cells done, {self.running} running, {self.failed} not "
+        self.terminal.show(f"sweep: {self.done}/{self.total} cells done, {self.running} under way, {self.failed} not "
                            f"passed | {elapsed:.1f} s{left}")
 
     def clear(self) -> None:
