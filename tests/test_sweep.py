@@ -71,6 +71,28 @@ args = "--backend onnxrt --backend faulty -p cmpx_test_faulty --faulty-fault loa
     assert (suite.get("failures"), suite.get("errors")) == ("0", "2")
 
 
+def test_a_cell_whose_process_dies_is_that_cells_failure_and_the_others_go_on(tmp_path, run_cli):
+    # The data loader script runs in the cell's own process (the run's coordinator): a crash there kills it.
+    (tmp_path / "crash.py").write_text("import os, signal\n\ndef load_data():\n"
+                                       "    os.kill(os.getpid(), signal.SIGKILL)\n")
+    runs = """
+[[runs]]
+name = "crash"
+args = "--backend onnxrt --backend onnxref --data-loader-script crash.py"
+
+[[runs]]
+name = "ref"
+args = "--backend onnxrt --backend onnxref"
+"""
+    out = tmp_path / "out"
+    result = run_cli("sweep", write_zoo(tmp_path, runs, names=("conv",)), "--out", out, "--jobs", "1")
+    no_runner_left()
+    assert result.exit_code == 3, result.output
+    assert verdicts(out) == {("zoo/conv.onnx", "crash"): "internal error", ("zoo/conv.onnx", "ref"): "passed"}
+    crashed = summary(out)["cells"][0]
+    assert crashed["failure"]["message"] == "the process running this cell killed by SIGKILL"
+
+
 def _finished_at(out):
     return {path.parent.name: path.stat().st_mtime_ns for path in (out / "cells").glob("*/cell.json")}
 

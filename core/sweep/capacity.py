@@ -1,6 +1,7 @@
 """How many cells this machine runs at once by default: one per CPU this process may use, as long as memory
 allows. A cell is a coordinator and a worker per backend, each an interpreter with numpy and its framework
-(about 0.3 GB together on a small model, measured in bench/README.md), plus copies of the model's weights."""
+(about 160 MiB together on a small model with two backends, measured in bench/README.md), plus copies of the
+model's weights. The default keeps a wide margin, since frameworks such as OpenVINO take more."""
 
 from __future__ import annotations
 
