@@ -7,11 +7,13 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 import xml.etree.ElementTree as ET
 
 from cmpx.reports.terminal import Progress
+from cmpx.sweep.cell import run_cell_task
 from cmpx.sweep.progress import SweepProgress
 from cmpx.testing import models as modelgen
 from cmpx.testing.leaks import orphaned_workers, runner_processes, worker_processes
@@ -197,3 +199,18 @@ def test_the_status_line_counts_cells_and_estimates_the_time_left():
     quiet = io.StringIO()
     SweepProgress(1, lines.append, Progress(quiet, enabled=False)).cell_started()  # not a terminal: nothing
     assert quiet.getvalue() == ""
+
+
+def test_a_cell_asked_for_off_the_main_thread_runs_in_a_runner_process(tmp_path):
+    # A Ray task runs on its worker's main thread (Ray 2.60, checked by the Ray tests); should one not, the cell
+    # must not start workers from that thread (they would die with it): it runs in a runner process instead.
+    model = modelgen.save(modelgen.conv_model(), tmp_path / "conv.onnx")
+    task = {"model": model, "words": ["--backend", "onnxrt", "--backend", "onnxref"], "cwd": str(tmp_path),
+            "plugins": [], "key": "conv"}
+    outcome = {}
+    thread = threading.Thread(target=lambda: outcome.update(run_cell_task(task)))
+    thread.start()
+    thread.join(timeout=120)
+    no_runner_left()
+    assert outcome["exit_code"] == 0 and outcome["report"]["passed"], outcome.get("log")
+    assert outcome["pid"] != os.getpid()  # it ran in another process

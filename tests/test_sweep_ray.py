@@ -59,6 +59,17 @@ def local_ray():
     assert _alive(started) == set(), "Ray left processes behind"
 
 
+def test_ray_runs_tasks_on_the_main_thread_of_its_workers(local_ray):
+    # What a cell needs (its workers die with the thread that started them); cmpx.sweep.cell falls back to a
+    # runner process if this ever changes.
+    def on_main_thread() -> bool:  # a local function: Ray ships it by value, not by this module's name
+        import threading
+
+        return threading.current_thread() is threading.main_thread()
+
+    assert ray.get([ray.remote(on_main_thread).remote() for _ in range(2)]) == [True, True]
+
+
 def test_a_ray_sweep_gives_the_verdicts_of_a_local_sweep(tmp_path, run_cli, local_ray):
     sweep = write_zoo(tmp_path)
     on_ray = run_cli("sweep", sweep, "--out", tmp_path / "ray", "--executor", "ray")
