@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, run_cmpx
 from sweep_zoo import VERDICTS, processes_marked, summary, verdicts, write_zoo
 
 ray = pytest.importorskip("ray", reason="Ray is not installed: pip install 'cmpx[ray]' (.ci/run installs it)")
@@ -112,3 +112,12 @@ def test_cmpx_starts_a_local_ray_and_shuts_it_down(tmp_path):
     while processes_marked(marker) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert processes_marked(marker) == [], "the local Ray or a cell outlived the sweep"
+
+
+def test_a_cluster_address_nobody_answers_at_is_exit_2_before_anything(tmp_path):
+    out = tmp_path / "out"
+    done = run_cmpx("sweep", write_zoo(tmp_path, names=("conv",)), "--out", out, "--executor", "ray",
+                    "--ray-address", "127.0.0.1:1")  # Ray itself would retry forever
+    assert done.returncode == 2
+    assert done.stderr.strip() == "Error: cannot reach the Ray cluster at 127.0.0.1:1: Connection refused"
+    assert not out.exists()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -60,6 +61,8 @@ class RayExecutor:
         self.ray = import_ray()
         self.warn = warn
         self.address = address or os.environ.get("RAY_ADDRESS") or None
+        if self.address and not self.ray.is_initialized():
+            _check_reachable(self.address)
         self.local_cpus = local_cpus
         self.limit = limit
 
@@ -161,6 +164,18 @@ class RayExecutor:
                 events.finished(in_flight.pop(ref), self._outcome(ref))
         for ref in in_flight:
             ray.cancel(ref, force=True)
+
+
+def _check_reachable(address: str, seconds: float = 10.0) -> None:
+    """A HOST:PORT (or ray://HOST:PORT) address nobody answers at is an error now: Ray itself would retry
+    forever, logging each attempt."""
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        return  # "auto", or a form Ray resolves itself
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=seconds).close()
+    except OSError as exc:
+        raise UsageError(f"cannot reach the Ray cluster at {address}: {exc.strerror or exc}") from None
 
 
 def _failed(code: int, failure: str) -> dict[str, Any]:
