@@ -12,6 +12,7 @@ import signal
 import socket
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -79,12 +80,12 @@ class RayExecutor:
             from cmpx.sweep.cell import run_cell_task
 
             remote = ray.remote(run_cell_task)
-            pending = list(jobs)
+            pending = deque(jobs)
             in_flight: dict[Any, Job] = {}
             try:
                 while pending or in_flight:
                     while pending and (self.limit is None or len(in_flight) < self.limit):
-                        job = pending.pop(0)
+                        job = pending.popleft()
                         in_flight[remote.options(**task_options(job.resources)).remote(job.task)] = job
                         events.started(job)
                     done, _ = ray.wait(list(in_flight), num_returns=1, timeout=TICK_SECONDS)
