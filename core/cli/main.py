@@ -13,6 +13,7 @@ import click
 
 from cmpx import __version__
 from cmpx.cli.argv import Prescan, prescan
+from cmpx.cli.sweep_cmd import sweep_command
 from cmpx.errors import CmpxError, ExitCode, RunInterrupted, exit_code_of
 from cmpx.plugins import PluginSet, PluginSettings, make_plugin_manager
 
@@ -139,6 +140,9 @@ def plugins_command() -> None:
     from cmpx.cli.plugins_cmd import show_plugins
 
     show_plugins(invocation(click.get_current_context()).plugins)
+
+
+cli.add_command(sweep_command)
 
 
 @cli.command("tensors")

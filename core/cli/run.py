@@ -1,15 +1,18 @@
 """``cmpx run``: built per invocation from the run options (cmpx.run_options), because each registered backend and
-metric adds options of its own. The callback maps click's values to a RunRequest and hands it to a Session."""
+metric adds options of its own. The callback maps click's values to a RunRequest (``request_from_values``) and hands it to a Session;
+``request_from_words`` parses a run's words with the same command without running it (cmpx sweep's cells)."""
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 import click
 
 from cmpx.cli.argv import expand_multi_values
 from cmpx.cli.grouped_help import GroupedCommand, GroupedOption
+from cmpx.errors import UsageError
 from cmpx.plugins import PluginSet
 from cmpx.request import RunRequest, request_defaults
 from cmpx.run_options import COMPARISON, EXECUTION, FLAG, INT, REPORTS, RUN_OPTIONS, WORDS, not_a_model, \
@@ -125,18 +128,42 @@ def build_run_command(plugins: PluginSet) -> click.Command:
                       short_help="Run a model on several backends and compare the outputs.")
 
 
-def _run(plugins: PluginSet, values: dict[str, Any]) -> int:
-    """Map click's values to a RunRequest, run it in a Session with the text report, return the exit code."""
-    from cmpx.cli.main import invocation
-    from cmpx.reports.terminal import PipeSafeEcho, Progress, colour_wanted
-    from cmpx.reports.text import TextReporter
-    from cmpx.session import Session
-
+def request_from_values(plugins: PluginSet, values: dict[str, Any]) -> tuple[RunRequest, dict[str, Any]]:
+    """click's values of ``cmpx run`` -> the RunRequest, and the command line's own options (CLI_ONLY: -p,
+    --debug, -v, -q) by name. The one mapping from command-line values to a request."""
+    values = dict(values)
     cli = {name: values.pop(name) for name in CLI_ONLY}
     thresholds = {metric.name: values.pop(f"threshold_{metric.name.replace('-', '_')}")
                   for metric in plugins.metrics if f"threshold_{metric.name.replace('-', '_')}" in values}
     static = {name: values.pop(name) for name in list(values) if name in RunRequest.__dataclass_fields__}
     request = RunRequest(**static, thresholds={k: v for k, v in thresholds.items() if v}, backend_options=values)
+    return request, cli
+
+
+def request_from_words(words: Sequence[str], plugins: PluginSet) -> tuple[RunRequest, dict[str, Any]]:
+    """The words a user would type after ``cmpx run`` (the model and options) -> what ``request_from_values``
+    returns, parsed by the very command ``cmpx run`` is (same options, multi-value forms and defaults), without
+    running it. A word the command refuses is a UsageError with click's message. ``plugins`` must be those the
+    words' own ``-p`` options load (cmpx.cli.argv.prescan finds them)."""
+    words = list(words)
+    if {"-h", "--help"} & set(words[:words.index("--")] if "--" in words else words):
+        raise UsageError("--help is not an option of a run")
+    command = build_run_command(plugins)
+    try:
+        context = command.make_context("run", words)
+    except click.ClickException as exc:
+        raise UsageError(exc.format_message()) from None
+    return request_from_values(plugins, context.params)
+
+
+def _run(plugins: PluginSet, values: dict[str, Any]) -> int:
+    """Run the request of click's values in a Session with the text report, return the exit code."""
+    from cmpx.cli.main import invocation
+    from cmpx.reports.terminal import PipeSafeEcho, Progress, colour_wanted
+    from cmpx.reports.text import TextReporter
+    from cmpx.session import Session
+
+    request, cli = request_from_values(plugins, values)
     verbosity = max(0, 1 + cli["verbose"] - (1 if cli["quiet"] else 0))
 
     out, err = PipeSafeEcho(), PipeSafeEcho(err=True)

@@ -45,7 +45,12 @@ class Progress:
         if not self.enabled or now - self._last < 0.2:
             return
         self._last = now
-        line = f"{phase}: {', '.join(pending)} {elapsed:.1f} s{(' ' + detail) if detail else ''}"
+        self.show(f"{phase}: {', '.join(pending)} {elapsed:.1f} s{(' ' + detail) if detail else ''}")
+
+    def show(self, line: str) -> None:
+        """Replace the status line with ``line`` (on a TTY)."""
+        if not self.enabled:
+            return
         self.stream.write("\r\x1b[2K" + line[:200])
         self.stream.flush()
         self._shown = True

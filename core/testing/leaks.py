@@ -1,4 +1,5 @@
-"""What a run may leave behind, for tests to check it left nothing: worker processes, shared-memory segments."""
+"""What a run may leave behind, for tests to check it left nothing: worker processes, sweep runners,
+shared-memory segments."""
 
 from __future__ import annotations
 
@@ -7,10 +8,9 @@ import os
 from cmpx.transport import runspace, shm
 
 
-def worker_processes(parent: int | None = None) -> list[int]:
-    """PIDs of live cmpx workers started by ``parent`` (default: this process)."""
-    parent = os.getpid() if parent is None else parent
-    found = []
+def _processes(module: bytes) -> dict[int, list[bytes]]:
+    """Live processes running ``python -m MODULE ...``: pid -> the arguments after the module name."""
+    found = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -21,11 +21,29 @@ def worker_processes(parent: int | None = None) -> list[int]:
                 state = f.read().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
-        if b"cmpx.transport.worker" in argv and state != "Z":
-            position = argv.index(b"cmpx.transport.worker")  # python -m cmpx.transport.worker FD_IN FD_OUT PARENT_PID
-            if argv[position + 3:position + 4] == [str(parent).encode()]:
-                found.append(int(entry))
+        if module in argv and state != "Z":
+            found[int(entry)] = argv[argv.index(module) + 1:]
     return found
+
+
+def worker_processes(parent: int | None = None) -> list[int]:
+    """PIDs of live cmpx workers started by ``parent`` (default: this process)."""
+    parent = os.getpid() if parent is None else parent
+    # python -m cmpx.transport.worker FD_IN FD_OUT PARENT_PID
+    return [pid for pid, args in _processes(b"cmpx.transport.worker").items() if args[2:3] == [str(parent).encode()]]
+
+
+def runner_processes(parent: int | None = None) -> list[int]:
+    """PIDs of live sweep runners started by ``parent`` (default: this process)."""
+    parent = os.getpid() if parent is None else parent
+    # python -m cmpx.sweep.runner RESULTS_FD PARENT_PID
+    return [pid for pid, args in _processes(b"cmpx.sweep.runner").items() if args[1:2] == [str(parent).encode()]]
+
+
+def orphaned_workers() -> list[int]:
+    """PIDs of live cmpx workers whose coordinator is gone (they must die with it)."""
+    return [pid for pid, args in _processes(b"cmpx.transport.worker").items()
+            if args[2:3] and args[2].isdigit() and not shm.process_alive(int(args[2]))]
 
 
 def segments() -> set[str]:

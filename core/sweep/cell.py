@@ -1,0 +1,97 @@
+"""One cell of a sweep, run in the calling process: the same run as ``cmpx run MODEL ARGS...``, through the public
+``Session``, with its own worker processes.
+
+The calling thread must be its process's main thread: cmpx's workers ask the kernel to kill them when the thread
+that started them ends (PR_SET_PDEATHSIG). A local sweep calls this in a runner process of its own
+(cmpx.sweep.runner); a Ray task runs on its worker process's main thread, and ``run_cell_task`` checks that.
+
+The outcome is plain JSON data, so that it can come back through a pipe or through Ray:
+``exit_code``, ``report`` (the --report-json document, or None when the run never started), ``log`` (the text
+report ``cmpx run`` would print), ``failure`` (why the cell gave no verdict), ``seconds``, ``host``.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+import traceback
+from typing import Any
+
+INTERRUPTED = 130  # cmpx.errors.ExitCode.INTERRUPTED
+
+
+def run_cell(task: dict[str, Any]) -> dict[str, Any]:
+    """Run ``task`` (cmpx.sweep.matrix.Cell.task) here; never raises but for a second interrupt."""
+    from cmpx.errors import CmpxError, ExitCode, RunInterrupted
+
+    started = time.monotonic()
+    lines: list[str] = []
+    outcome: dict[str, Any] = {"exit_code": int(ExitCode.INTERNAL), "report": None, "failure": None,
+                               "host": socket.gethostname(), "pid": os.getpid()}
+    here = os.getcwd()
+    try:
+        os.chdir(task["cwd"])  # relative paths in the args are relative to the sweep file, as its globs are
+    except OSError as exc:
+        outcome.update(exit_code=int(ExitCode.USAGE), failure=f"cannot enter {task['cwd']} (the sweep file's "
+                       f"directory) on {outcome['host']}: {exc.strerror}; every node must see the sweep's files at "
+                       "the same path")
+        return _finish(outcome, lines, started)
+    try:
+        report = _run(task, lines)
+        outcome.update(exit_code=int(report.exit_code), report=report.to_dict())
+    except RunInterrupted as exc:
+        outcome.update(exit_code=INTERRUPTED, failure="interrupted",
+                       report=exc.report.to_dict() if exc.report is not None else None)
+    except KeyboardInterrupt:
+        outcome.update(exit_code=INTERRUPTED, failure="interrupted")
+    except CmpxError as exc:
+        outcome.update(exit_code=int(exc.exit_code), failure=str(exc))
+    except Exception as exc:  # a bug, or an environment cmpx did not foresee: this cell's internal error
+        lines.append(traceback.format_exc())
+        outcome.update(exit_code=int(ExitCode.INTERNAL), failure=f"internal error: {type(exc).__name__}: {exc}")
+    finally:
+        os.chdir(here)
+    return _finish(outcome, lines, started)
+
+
+def _finish(outcome: dict[str, Any], lines: list[str], started: float) -> dict[str, Any]:
+    outcome["seconds"] = time.monotonic() - started
+    outcome["log"] = "\n".join(lines + ([f"Error: {outcome['failure']}"] if outcome["failure"] else [])) + "\n"
+    return outcome
+
+
+def _run(task: dict[str, Any], lines: list[str]):
+    """The run itself: the words parsed by ``cmpx run``'s own command, a Session with the text report kept in
+    ``lines``."""
+    from cmpx.cli.run import request_from_words
+    from cmpx.plugins import PluginSettings, make_plugin_manager
+    from cmpx.reports.text import TextReporter
+    from cmpx.session import Session
+
+    settings = PluginSettings.from_cli(task["plugins"])
+    plugins = make_plugin_manager(autoload=settings.autoload, extra=settings.extra, blocked=settings.blocked)
+    request, cli = request_from_words([task["model"], *task["words"]], plugins)
+    verbosity = max(0, 1 + cli["verbose"] - (1 if cli["quiet"] else 0))
+
+    def reporter_for(plan):
+        return TextReporter(plan, lines.append, debug=cli["debug"], verbosity=verbosity)
+
+    with Session(request, plugins, settings, reporter_for=reporter_for,
+                 warn=lambda message: lines.append(f"warning: {message}")) as session:
+        return session.run()
+
+
+def run_cell_task(task: dict[str, Any]) -> dict[str, Any]:
+    """A Ray task's body. Ray runs a task on its worker process's main thread; should it ever not, the cell runs
+    in a runner process started from this thread instead, which keeps the cell's workers tied to a live thread."""
+    if threading.current_thread() is threading.main_thread():
+        return run_cell(task)
+    from cmpx.sweep.runner_process import RunnerProcess
+
+    runner = RunnerProcess()
+    try:
+        return runner.run(task)
+    finally:
+        runner.stop()

@@ -1,0 +1,148 @@
+"""``run_sweep``: a sweep file's models x runs, from the checks to the summaries.
+
+    read and check    the sweep file, then every run's args as cmpx run would (UsageError: before any cell)
+    resume            cells whose earlier result still holds are kept (cmpx.sweep.store)
+    execute           the other cells, on the local or the Ray executor; each finished cell is written at once
+    summarize         summary.json, summary.md, junit.xml; the exit code
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from cmpx.errors import RunInterrupted, UsageError
+from cmpx.reports.terminal import Progress
+from cmpx.sweep.executors import Executor, Job
+from cmpx.sweep.matrix import Cell, cells, check_runs, model_digest
+from cmpx.sweep.progress import SweepProgress
+from cmpx.sweep.store import CellStore
+from cmpx.sweep.summary import cell_entry, summary_document, write_summary
+from cmpx.sweep.sweepfile import SweepFile, read_sweep_file
+from cmpx.sweep.tables import write_tables
+
+INTERRUPTED = 130
+EXECUTORS = ("local", "ray")
+RERUN = ("failed", "all")
+
+
+@dataclass(frozen=True)
+class SweepOptions:
+    """``cmpx sweep``'s options. ``jobs``: cells at once (default: what the machine allows, cmpx.sweep.capacity);
+    ``plugin_args``: ``-p`` values every cell loads."""
+
+    file: str
+    out: str
+    jobs: int | None = None
+    executor: str = "local"
+    ray_address: str | None = None
+    rerun: str | None = None
+    plugin_args: tuple[str, ...] = ()
+
+
+def run_sweep(options: SweepOptions, echo: Callable[[str], None], terminal: Progress | None = None,
+              warn: Callable[[str], None] | None = None) -> int:
+    """Run the sweep; return its exit code (0, 1 or 3). ``echo`` gets a line per finished cell and the totals,
+    ``warn`` the warnings (default: ``echo``), ``terminal`` the status line. Raises UsageError before any cell
+    runs, and RunInterrupted on Ctrl-C after the cells under way stopped and the summaries of what finished were
+    written."""
+    started = time.monotonic()
+    if options.executor not in EXECUTORS:
+        raise UsageError(f"--executor {options.executor}: choose one of {', '.join(EXECUTORS)}")
+    if options.ray_address and options.executor != "ray":
+        raise UsageError("--ray-address is for --executor ray")
+    sweep = read_sweep_file(options.file)
+    runs = check_runs(sweep, options.plugin_args)
+    executor, jobs_text = _executor(options, sweep, len(sweep.models) * len(runs),
+                                    warn or (lambda message: echo(f"warning: {message}")))
+    store = CellStore(options.out)
+    matrix = cells(sweep, runs)
+    digests = {model: model_digest(model) for model in sweep.models}
+    fingerprints = {cell.key: cell.fingerprint(digests[cell.model]) for cell in matrix}
+    entries: dict[str, dict[str, Any]] = {}
+    to_run = []
+    for cell in matrix:
+        record = store.reusable(cell, fingerprints[cell.key], options.rerun)
+        if record is not None:
+            entries[cell.key] = cell_entry(cell.label, cell.run_name, record, store.report(cell, record), cell.key,
+                                           reused=True)
+        else:
+            to_run.append(Job(cell, cell.task(sweep.base), dict(cell.run.spec.resources)))
+    echo(f"cmpx sweep | {options.file} | {len(sweep.models)} model(s) x {len(runs)} run(s) = {len(matrix)} cells | "
+         f"{len(matrix) - len(to_run)} kept from an earlier sweep, {len(to_run)} to run | {jobs_text}")
+    progress = SweepProgress(len(to_run), echo, terminal or Progress())
+    interrupted = False
+    try:
+        if to_run:
+            executor.run(to_run, _Events(store, fingerprints, entries, progress))
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        progress.clear()
+    return _summarize(options, sweep, matrix, entries, time.monotonic() - started, interrupted, echo)
+
+
+def _executor(options: SweepOptions, sweep: SweepFile, cells: int,
+              warn: Callable[[str], None]) -> tuple[Executor, str]:
+    from cmpx.sweep.capacity import default_jobs
+
+    if options.executor == "ray":
+        from cmpx.sweep.ray_executor import RayExecutor
+
+        executor = RayExecutor(options.ray_address, options.jobs or default_jobs(sweep.models), options.jobs, warn)
+        return executor, f"executor ray: {executor.describe()}" + (
+            f", at most {options.jobs} cells at once" if options.jobs else "")
+    from cmpx.sweep.local import LocalExecutor
+
+    jobs = options.jobs or default_jobs(sweep.models)
+    if any(run.resources for run in sweep.runs):
+        warn("the local executor runs up to --jobs cells at once and ignores the runs' resources (see --executor "
+             "ray)")
+    return LocalExecutor(jobs), f"executor local: {min(jobs, cells)} cell(s) at once"
+
+
+class _Events:
+    """Writes each finished cell's files at once and keeps its summary entry."""
+
+    def __init__(self, store: CellStore, fingerprints: dict[str, dict], entries: dict[str, dict[str, Any]],
+                 progress: SweepProgress):
+        self.store = store
+        self.fingerprints = fingerprints
+        self.entries = entries
+        self.progress = progress
+
+    def started(self, job: Job) -> None:
+        self.progress.cell_started()
+
+    def finished(self, job: Job, outcome: dict[str, Any]) -> None:
+        cell: Cell = job.cell
+        if outcome["exit_code"] == INTERRUPTED:  # not a result: the cell runs again next time
+            self.progress.cell_dropped()
+            return
+        record = self.store.save(cell, self.fingerprints[cell.key], outcome)
+        entry = cell_entry(cell.label, cell.run_name, record, outcome.get("report"), cell.key)
+        self.entries[cell.key] = entry
+        self.progress.cell_finished(entry, outcome.get("seconds"))
+
+    def tick(self) -> None:
+        self.progress.tick()
+
+
+def _summarize(options: SweepOptions, sweep: SweepFile, matrix: list[Cell], entries: dict[str, dict[str, Any]],
+               seconds: float, interrupted: bool, echo: Callable[[str], None]) -> int:
+    document = summary_document(
+        [entries.get(cell.key) or cell_entry(cell.label, cell.run_name, None, None, cell.key) for cell in matrix],
+        sweep_file=sweep.path, models=[sweep.label(m) for m in sweep.models], runs=[r.name for r in sweep.runs],
+        executor=options.executor, seconds=seconds, interrupted=interrupted)
+    write_summary(options.out, document)
+    write_tables(options.out, document)
+    counts = ", ".join(f"{n} {verdict}" for verdict, n in document["counts"].items())
+    echo(f"{len(matrix)} cells: {counts} | exit {document['exit_code']} | {seconds:.1f} s | "
+         f"results in {options.out} (summary.md, summary.json, junit.xml)")
+    if interrupted:
+        echo(f"Interrupted: {len(entries)} of {len(matrix)} cells have results, kept in {options.out}; the same "
+             "command runs the others")
+        raise RunInterrupted()
+    return document["exit_code"]

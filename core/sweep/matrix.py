@@ -1,0 +1,138 @@
+"""The cells of a sweep: every model with every run, each run's arguments checked before any cell runs.
+
+A run's ``args`` are ``cmpx run`` arguments, parsed by the ``cmpx run`` command itself
+(``cmpx.cli.run.request_from_words``) and checked by the run's own preflight, so a sweep takes exactly what the
+command line takes. In args, ``{model}`` stands for the model's path relative to the sweep file without its suffix
+(``zoo/resnet50``) and ``{run}`` for the run's name, so that one run can read or write a path per model:
+``--load-outputs golden/{model}``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from cmpx import __version__
+from cmpx.errors import UsageError
+from cmpx.sweep.sweepfile import RunSpec, SweepFile
+
+# Paths a run writes: with several models, each model's cell needs its own, so they must name {model}.
+WRITTEN_PER_CELL = ("save_outputs", "save_inputs", "save_transformed", "save_error_plots", "calibration_cache")
+WRITTEN_BY_SWEEP = ("report_json", "junit")  # the sweep writes each cell's report itself
+_UNSAFE = re.compile(r"[^A-Za-z0-9._+-]+")
+_MODEL_MARK = "__cmpx_sweep_model__"  # {model} while a run's args are checked, before there is a model
+
+
+@dataclass(frozen=True)
+class CheckedRun:
+    """A run whose arguments parsed and passed the preflight; ``plugin_args`` are the ``-p`` values its cells
+    load (the sweep's own, then the run's)."""
+
+    spec: RunSpec
+    plugin_args: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One model with one run. ``key`` names its directory under the results' ``cells/``."""
+
+    model: str  # absolute path
+    label: str  # the model as reports name it
+    run: CheckedRun
+    words: tuple[str, ...]  # the run's words, placeholders filled in
+    key: str
+
+    @property
+    def run_name(self) -> str:
+        return self.run.spec.name
+
+    def task(self, base: str) -> dict:
+        """What an executor hands to the process that runs the cell (plain JSON data): cmpx.sweep.cell.run_cell."""
+        return {"model": self.model, "words": list(self.words), "cwd": base, "plugins": list(self.run.plugin_args),
+                "key": self.key}
+
+    def fingerprint(self, model_digest: str) -> dict:
+        """The inputs that decide whether an earlier result of this cell still holds."""
+        return {"model_sha256": model_digest, "args": list(self.words), "cmpx_version": __version__}
+
+
+def model_placeholder(label: str) -> str:
+    return os.path.splitext(label)[0].lstrip(os.sep)
+
+
+def fill(words: Sequence[str], model: str, run: str) -> tuple[str, ...]:
+    return tuple(w.replace("{model}", model).replace("{run}", run) for w in words)
+
+
+def check_runs(sweep: SweepFile, plugin_args: Sequence[str] = ()) -> tuple[CheckedRun, ...]:
+    """Parse and preflight each run's arguments as ``cmpx run`` would; a UsageError names the file, the run's
+    line, the run and the problem."""
+    from cmpx.cli.argv import prescan
+    from cmpx.cli.run import request_from_words
+    from cmpx.plugins import PluginSettings, make_plugin_manager
+    from cmpx.preflight import preflight
+
+    loaded: dict[tuple[str, ...], tuple] = {}
+    checked = []
+    for index, run in enumerate(sweep.runs):
+        where = f"{sweep.path}{f':{run.line}' if run.line else ''}: runs[{index}] {run.name!r}"
+        args = (*plugin_args, *prescan(["run", *run.words]).plugin_args)
+        try:
+            if args not in loaded:
+                settings = PluginSettings.from_cli(args)
+                loaded[args] = (settings, make_plugin_manager(autoload=settings.autoload, extra=settings.extra,
+                                                              blocked=settings.blocked))
+            settings, plugins = loaded[args]
+            request, _ = request_from_words(fill(run.words, _MODEL_MARK, run.name), plugins)
+            _check_paths(request, sweep)
+            # Paths to save to are checked in the cell: they exist already when an earlier sweep is resumed.
+            preflight(dataclasses.replace(request, save_inputs=None, save_outputs=None), plugins, settings)
+        except UsageError as exc:
+            raise UsageError(f"{where}: {exc}") from None
+        checked.append(CheckedRun(run, args))
+    return tuple(checked)
+
+
+def _check_paths(request, sweep: SweepFile) -> None:
+    if request.model is not None:
+        raise UsageError(f"args name a model ({request.model}); the models come from 'models', and args are the "
+                         "options after the model")
+    for name in WRITTEN_BY_SWEEP:
+        if getattr(request, name):
+            raise UsageError(f"--{name.replace('_', '-')} is written by cmpx sweep for every cell "
+                             "(OUT/cells/*/report.json); leave it out")
+    if len(sweep.models) > 1:
+        for name in WRITTEN_PER_CELL:
+            value = getattr(request, name)
+            if value and _MODEL_MARK not in value:
+                raise UsageError(f"--{name.replace('_', '-')} {value} would be written by the cell of every model; "
+                                 f"put {{model}} in the path (e.g. {value}/{{model}})")
+
+
+def cells(sweep: SweepFile, runs: Sequence[CheckedRun]) -> list[Cell]:
+    """Models x runs, model by model; each cell's directory name is unique."""
+    found: list[Cell] = []
+    taken: set[str] = set()
+    for model in sweep.models:
+        label = sweep.label(model)
+        for run in runs:
+            key = f"{_UNSAFE.sub('_', label.replace(os.sep, '__')).strip('_')}--{run.spec.name}"
+            if key in taken:  # two labels that differ only in characters replaced above
+                key += "-" + hashlib.sha256(label.encode()).hexdigest()[:8]
+            taken.add(key)
+            words = fill(run.spec.words, model_placeholder(label), run.spec.name)
+            found.append(Cell(model, label, run, words, key))
+    return found
+
+
+def model_digest(path: str) -> str:
+    """SHA-256 of the model file's content."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()

@@ -1,0 +1,183 @@
+"""The Ray executor: each cell a Ray task with its run's resources, on the cluster at ``--ray-address`` (or
+RAY_ADDRESS), on a Ray this process is already connected to, or on a local Ray started here and shut down at the
+end. The task runs cmpx.sweep.cell on its worker process's main thread; the outcome, report included, comes back
+through Ray, so the results directory only has to exist where the sweep runs. Models and the files runs read must
+be at the same path on every node."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from cmpx.errors import UsageError
+from cmpx.sweep.executors import Events, Job
+
+TICK_SECONDS = 0.25
+INTERRUPT_GRACE_SECONDS = 15.0
+INTERRUPTED = 130
+INTERNAL = 4
+
+
+def import_ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise UsageError("--executor ray needs Ray: pip install 'cmpx[ray]'") from None
+    return ray
+
+
+def task_options(resources: dict[str, float]) -> dict[str, Any]:
+    """Ray's options for a cell that needs ``resources`` ({"GPU": 1}, {"CPU": 2}, {"memory": bytes}, or any
+    custom resource of the cluster). A cell takes one CPU unless it says otherwise; a failed cell is never
+    retried (its failure is the result)."""
+    options: dict[str, Any] = {"num_cpus": 1, "max_retries": 0}
+    custom = {}
+    for name, amount in resources.items():
+        if name == "CPU":
+            options["num_cpus"] = amount
+        elif name == "GPU":
+            options["num_gpus"] = amount
+        elif name == "memory":
+            options["memory"] = amount
+        else:
+            custom[name] = amount
+    if custom:
+        options["resources"] = custom
+    return options
+
+
+class RayExecutor:
+    """``address``: a cluster to connect to (else RAY_ADDRESS, else a local Ray with ``local_cpus`` CPUs);
+    ``limit``: at most this many cells submitted at once (None: all, and Ray schedules them)."""
+
+    def __init__(self, address: str | None, local_cpus: int, limit: int | None,
+                 warn: Callable[[str], None] = lambda message: None):
+        self.ray = import_ray()
+        self.warn = warn
+        self.address = address or os.environ.get("RAY_ADDRESS") or None
+        if self.address and not self.ray.is_initialized():
+            _check_reachable(self.address)
+        self.local_cpus = local_cpus
+        self.limit = limit
+
+    def describe(self) -> str:
+        if self.ray.is_initialized():
+            return "the Ray this process is connected to"
+        return self.address or f"a local Ray with {self.local_cpus} CPU(s), started for this sweep"
+
+    def run(self, jobs: Sequence[Job], events: Events) -> None:
+        ray = self.ray
+        started_here = self._connect()
+        try:
+            self._check_resources(jobs, started_here)
+            from cmpx.sweep.cell import run_cell_task
+
+            remote = ray.remote(run_cell_task)
+            pending = deque(jobs)
+            in_flight: dict[Any, Job] = {}
+            try:
+                while pending or in_flight:
+                    while pending and (self.limit is None or len(in_flight) < self.limit):
+                        job = pending.popleft()
+                        in_flight[remote.options(**task_options(job.resources)).remote(job.task)] = job
+                        events.started(job)
+                    done, _ = ray.wait(list(in_flight), num_returns=1, timeout=TICK_SECONDS)
+                    for ref in done:
+                        events.finished(in_flight.pop(ref), self._outcome(ref))
+                    events.tick()
+            except KeyboardInterrupt:
+                self._interrupt(in_flight, events)
+                raise
+        finally:
+            if started_here:
+                ray.shutdown()
+
+    def _connect(self) -> bool:
+        """Connect unless already connected; True if this call connected (and so must shut down)."""
+        ray = self.ray
+        if ray.is_initialized():
+            return False
+        # ray.init replaces the SIGTERM handler with one that exits at once; cmpx's (an interrupt: the cells stop
+        # their workers, the summary of what finished is written) is put back.
+        handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGHUP)}
+        try:
+            if self.address:
+                ray.init(address=self.address, logging_level=logging.WARNING, log_to_driver=False)
+            else:
+                ray.init(num_cpus=self.local_cpus, include_dashboard=False, logging_level=logging.WARNING,
+                         log_to_driver=False)
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            where = f"the Ray cluster at {self.address}" if self.address else "a local Ray"
+            raise UsageError(f"cannot start or reach {where}: {exc}") from None
+        finally:
+            if threading.current_thread() is threading.main_thread():
+                for signum, handler in handlers.items():
+                    if handler is not None:
+                        signal.signal(signum, handler)
+        return True
+
+    def _check_resources(self, jobs: Sequence[Job], started_here: bool) -> None:
+        """A cell that needs more of a resource than the whole Ray has would wait forever: an error on the local
+        Ray started here, a warning on a cluster (an autoscaler may add the nodes)."""
+        have = self.ray.cluster_resources()
+        short = {}
+        for job in jobs:
+            for name, amount in job.resources.items():
+                if amount > have.get(name, 0):
+                    short.setdefault(job.cell.run_name, f"{name} {amount:g}")
+        if not short:
+            return
+        needs = "; ".join(f"run {run!r} needs {need}" for run, need in short.items())
+        total = ", ".join(f"{k} {v / 2**30:.1f} GiB" if k == "memory" else f"{k} {v:g}" for k, v in sorted(have.items())
+                          if not k.startswith("node:") and k != "object_store_memory")
+        if started_here and not self.address:
+            raise UsageError(f"{needs}, and the local Ray started for this sweep has only {total}; give "
+                             "--ray-address of a cluster that has it")
+        self.warn(f"{needs}, and the Ray cluster has {total} now: those cells wait until nodes that have it join")
+
+    def _outcome(self, ref: Any) -> dict[str, Any]:
+        ray = self.ray
+        try:
+            return ray.get(ref)
+        except ray.exceptions.TaskCancelledError:
+            return _failed(INTERRUPTED, "interrupted")
+        except ray.exceptions.RayError as exc:  # the task's process died, or Ray lost it
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            return _failed(INTERNAL, f"the Ray task running this cell failed: {type(exc).__name__}: {first}")
+
+    def _interrupt(self, in_flight: dict[Any, Job], events: Events) -> None:
+        """Cancel every cell: those under way get a KeyboardInterrupt, stop their workers and answer; those that
+        finish meanwhile are kept; any still running after the grace period are killed."""
+        ray = self.ray
+        for ref in in_flight:
+            ray.cancel(ref)
+        deadline = time.monotonic() + INTERRUPT_GRACE_SECONDS
+        while in_flight and time.monotonic() < deadline:
+            done, _ = ray.wait(list(in_flight), num_returns=1, timeout=TICK_SECONDS)
+            for ref in done:
+                events.finished(in_flight.pop(ref), self._outcome(ref))
+        for ref in in_flight:
+            ray.cancel(ref, force=True)
+
+
+def _check_reachable(address: str, seconds: float = 10.0) -> None:
+    """A HOST:PORT (or ray://HOST:PORT) address nobody answers at is an error now: Ray itself would retry
+    forever, logging each attempt."""
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        return  # "auto", or a form Ray resolves itself
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=seconds).close()
+    except OSError as exc:
+        raise UsageError(f"cannot reach the Ray cluster at {address}: {exc.strerror or exc}") from None
+
+
+def _failed(code: int, failure: str) -> dict[str, Any]:
+    return {"exit_code": code, "report": None, "failure": failure, "seconds": None, "host": None, "log": failure}

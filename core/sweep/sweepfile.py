@@ -1,0 +1,184 @@
+"""A sweep file (TOML): which models, and which runs of each.
+
+    models = ["zoo/*.onnx", "extra/bert.onnx"]      # globs, relative to this file (** recurses)
+
+    [defaults]                                      # optional: args every run starts with
+    args = ["--iterations", "2"]
+
+    [[runs]]
+    name = "ort-vs-ref"                             # a column of the summary; unique
+    args = ["--backend", "onnxrt", "--backend", "onnxref"]   # cmpx run's arguments after the model
+
+    [[runs]]
+    name = "trt-fp16"
+    args = "--backend trt:fp16 --backend onnxrt --atol 1e-2"  # one string is split as a shell would
+    resources = {GPU = 1}                           # what a cell of this run needs (Ray executor)
+
+Every problem is a UsageError naming the file, the line (where it can be found) and the key.
+"""
+
+from __future__ import annotations
+
+import difflib
+import glob
+import os
+import re
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from cmpx.errors import UsageError
+from cmpx.sweep.toml_lines import KeyLines
+
+RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
+TOP_KEYS = ("models", "runs", "defaults")
+RUN_KEYS = ("name", "args", "resources")
+DEFAULT_KEYS = ("args", "resources")
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One ``[[runs]]`` entry: ``words`` are the defaults' args followed by its own; ``line`` where it starts."""
+
+    name: str
+    words: tuple[str, ...]
+    resources: Mapping[str, float] = field(default_factory=dict)
+    line: int | None = None
+
+
+@dataclass(frozen=True)
+class SweepFile:
+    """A checked sweep file: ``models`` are absolute paths in the order the globs found them, without repeats;
+    ``base`` is the file's directory, which relative paths in the runs' args are relative to."""
+
+    path: str
+    base: str
+    models: tuple[str, ...]
+    runs: tuple[RunSpec, ...]
+
+    def label(self, model: str) -> str:
+        """How a model is named in reports: its path relative to the sweep file when it lies below it."""
+        relative = os.path.relpath(model, self.base)
+        return model if relative.startswith(os.pardir + os.sep) else relative
+
+
+class _Problems:
+    """Builds the one-line errors: ``FILE:LINE: KEY: problem``."""
+
+    def __init__(self, path: str, lines: KeyLines):
+        self.path = path
+        self.lines = lines
+
+    def error(self, key: str, problem: str, table: str = "", index: int | None = None,
+              name: str | None = None) -> UsageError:
+        line = self.lines.line(table, index, name)
+        return UsageError(f"{self.path}{f':{line}' if line else ''}: {key}: {problem}")
+
+
+def read_sweep_file(path: str) -> SweepFile:
+    """Read and check the sweep file at ``path``; UsageError for anything wrong, before any cell runs."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except OSError as exc:
+        raise UsageError(f"sweep file {path}: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8")
+        data = tomllib.loads(text)
+    except UnicodeDecodeError:
+        raise UsageError(f"{path}: not UTF-8 text; a sweep file is TOML") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"{path}: invalid TOML: {exc}") from None
+    problems = _Problems(path, KeyLines(text))
+    _unknown_keys(problems, data, TOP_KEYS, "", None, "")
+    base = os.path.dirname(os.path.abspath(path))
+    defaults = data.get("defaults", {})
+    if not isinstance(defaults, dict):
+        raise problems.error("defaults", "must be a table ([defaults] with args = [...])", name="defaults")
+    _unknown_keys(problems, defaults, DEFAULT_KEYS, "defaults", None, "defaults.")
+    default_words = _words(problems, defaults.get("args", []), "defaults.args", "defaults", None)
+    default_resources = _resources(problems, defaults.get("resources", {}), "defaults.resources", "defaults", None)
+    models = _models(problems, data.get("models"), base)
+    runs = _runs(problems, data.get("runs"), default_words, default_resources)
+    return SweepFile(os.path.abspath(path), base, models, runs)
+
+
+def _unknown_keys(problems: _Problems, table: Mapping[str, Any], known: tuple[str, ...], name: str,
+                  index: int | None, prefix: str) -> None:
+    for key in table:
+        if key not in known:
+            close = difflib.get_close_matches(key, known, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else f"; expected {', '.join(known)}"
+            raise problems.error(f"{prefix}{key}", f"unknown key{hint}", name, index, key)
+
+
+def _models(problems: _Problems, value: Any, base: str) -> tuple[str, ...]:
+    if value is None:
+        raise problems.error("models", 'missing: list the models, e.g. models = ["models/*.onnx"]')
+    patterns = [value] if isinstance(value, str) else value
+    if not isinstance(patterns, list) or not patterns or not all(isinstance(p, str) and p for p in patterns):
+        raise problems.error("models", "must be a glob or a non-empty list of globs (strings)", name="models")
+    found: dict[str, None] = {}
+    for pattern in patterns:
+        full = os.path.join(base, os.path.expanduser(pattern))
+        matches = sorted(p for p in glob.glob(full, recursive=True) if os.path.isfile(p))
+        if not matches:
+            raise problems.error("models", f"{pattern!r} matches no file (globs are relative to the sweep file, "
+                                 f"{base})", name="models")
+        found.update(dict.fromkeys(os.path.abspath(p) for p in matches))
+    return tuple(found)
+
+
+def _runs(problems: _Problems, value: Any, default_words: tuple[str, ...],
+          default_resources: Mapping[str, float]) -> tuple[RunSpec, ...]:
+    if value is None:
+        raise problems.error("runs", "missing: add a [[runs]] table with name and args")
+    if not isinstance(value, list) or not value or not all(isinstance(r, dict) for r in value):
+        raise problems.error("runs", "must be one or more [[runs]] tables", name="runs")
+    runs: list[RunSpec] = []
+    for index, run in enumerate(value):
+        key = f"runs[{index}]"
+        _unknown_keys(problems, run, RUN_KEYS, "runs", index, f"{key}.")
+        name = run.get("name")
+        if not isinstance(name, str) or not RUN_NAME.match(name):
+            raise problems.error(f"{key}.name", "missing or not a name (letters, digits, and . _ + - after the first "
+                                 f"character), got {name!r}", "runs", index, "name")
+        if any(r.name == name for r in runs):
+            raise problems.error(f"{key}.name", f"{name!r} is the name of another run too; names must be unique",
+                                 "runs", index, "name")
+        if "args" not in run:
+            raise problems.error(f"{key}.args", f"missing: run {name!r} needs the cmpx run arguments, e.g. "
+                                 'args = ["--backend", "onnxrt", "--backend", "onnxref"]', "runs", index)
+        words = _words(problems, run["args"], f"{key}.args", "runs", index)
+        resources = dict(default_resources)
+        resources.update(_resources(problems, run.get("resources", {}), f"{key}.resources", "runs", index))
+        runs.append(RunSpec(name, default_words + words, resources, problems.lines.line("runs", index)))
+    return tuple(runs)
+
+
+def _words(problems: _Problems, value: Any, key: str, table: str, index: int | None) -> tuple[str, ...]:
+    name = key.rsplit(".", 1)[-1]
+    if isinstance(value, str):
+        try:
+            return tuple(shlex.split(value))
+        except ValueError as exc:
+            raise problems.error(key, f"cannot split {value!r}: {exc}", table, index, name) from None
+    if isinstance(value, list) and all(isinstance(w, str) for w in value):
+        return tuple(value)
+    raise problems.error(key, "must be a list of strings (or one string, split as a shell would)", table, index,
+                         name)
+
+
+def _resources(problems: _Problems, value: Any, key: str, table: str, index: int | None) -> dict[str, float]:
+    name = key.rsplit(".", 1)[-1]
+    if not isinstance(value, dict):
+        raise problems.error(key, "must be a table such as {GPU = 1}", table, index, name)
+    for resource, amount in value.items():
+        if isinstance(amount, bool) or not isinstance(amount, (int, float)) or amount < 0:
+            raise problems.error(key, f"{resource} = {amount!r}: an amount is a number >= 0", table, index, name)
+    return {resource: float(amount) for resource, amount in value.items()}

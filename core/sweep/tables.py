@@ -1,0 +1,97 @@
+"""``summary.md`` (models as rows, runs as columns, no colour) and ``junit.xml`` (one test case per cell), both
+made from summary.json's document."""
+
+from __future__ import annotations
+
+import os
+import xml.etree.ElementTree as ET
+from typing import Any
+
+from cmpx.sweep.summary import NOT_RUN
+
+
+def short(entry: dict[str, Any]) -> str:
+    """A cell in a few words: its verdict and, for a failure, what failed."""
+    word = entry["verdict"]
+    if word == "mismatch" and entry["worst_abs"] is not None:
+        return f"mismatch (abs {_number(entry['worst_abs'])}, rel {_number(entry['worst_rel'])})"
+    if entry["failure"] and entry["failure"]["backends"]:
+        return f"{word}: " + ", ".join(f"{b['backend']} {b['phase']}" for b in entry["failure"]["backends"])
+    return word
+
+
+def detail(entry: dict[str, Any]) -> str:
+    """What went wrong, in one line."""
+    if entry["failure"]:
+        return entry["failure"]["message"].splitlines()[0] if entry["failure"]["message"] else entry["verdict"]
+    failing = [p for p in entry["pairs"] if not p["passed"]]
+    return "; ".join(f"{p['backend']} vs {p['reference']}: {p['iterations_passed']}/{p['iterations']} iterations "
+                     f"and {p['outputs_passed']}/{p['outputs']} outputs passed, worst abs {_number(p['worst_abs'])}, "
+                     f"worst rel {_number(p['worst_rel'])}" for p in failing) or entry["verdict"]
+
+
+def _number(value: Any) -> str:
+    return f"{value:.3g}" if isinstance(value, (int, float)) else str(value)
+
+
+def _cell_text(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def markdown(document: dict[str, Any]) -> str:
+    entries = {(e["model"], e["run"]): e for e in document["cells"]}
+    counts = ", ".join(f"{n} {verdict}" for verdict, n in document["counts"].items())
+    lines = [f"# cmpx sweep: {os.path.basename(document['sweep_file'])}", "",
+             f"{len(document['cells'])} cells: {counts} | exit {document['exit_code']}"
+             f"{' (interrupted)' if document['interrupted'] else ''} | {document['seconds']:.1f} s | "
+             f"executor {document['executor']} | cmpx {document['cmpx_version']}", "",
+             "| model | " + " | ".join(_cell_text(run) for run in document["runs"]) + " |",
+             "|---|" + "---|" * len(document["runs"])]
+    for model in document["models"]:
+        row = [short(entries[(model, run)]) if (model, run) in entries else NOT_RUN for run in document["runs"]]
+        lines.append(f"| {_cell_text(model)} | " + " | ".join(_cell_text(text) for text in row) + " |")
+    problems = [e for e in document["cells"] if e["verdict"] not in ("passed", NOT_RUN)]
+    if problems:
+        lines += ["", "## Not passed", ""]
+        lines += [f"- {_cell_text(e['model'])} / {e['run']}: {_cell_text(detail(e))} ({e['log'] or 'no log'})"
+                  for e in problems]
+    return "\n".join(lines) + "\n"
+
+
+def junit(document: dict[str, Any]) -> ET.ElementTree:
+    suite = ET.Element("testsuite", name="cmpx sweep", tests=str(len(document["cells"])))
+    failures = errors = skipped = 0
+    for entry in document["cells"]:
+        seconds = (entry["timings"] or {}).get("seconds")
+        case = ET.SubElement(suite, "testcase", classname=entry["model"], name=entry["run"],
+                             time=f"{seconds:.3f}" if isinstance(seconds, (int, float)) else "0")
+        if entry["verdict"] == NOT_RUN:
+            skipped += 1
+            ET.SubElement(case, "skipped", message="not run (the sweep was interrupted)")
+        elif entry["verdict"] == "mismatch":
+            failures += 1
+            ET.SubElement(case, "failure", message=detail(entry)).text = f"report: {entry['report']}"
+        elif entry["verdict"] != "passed":
+            errors += 1
+            element = ET.SubElement(case, "error", message=f"{entry['verdict']}: {detail(entry)}")
+            element.text = (entry["failure"] or {}).get("message", "")
+    suite.set("failures", str(failures))
+    suite.set("errors", str(errors))
+    suite.set("skipped", str(skipped))
+    suite.set("time", f"{document['seconds']:.3f}")
+    root = ET.Element("testsuites")
+    root.append(suite)
+    tree = ET.ElementTree(root)
+    ET.indent(tree)
+    return tree
+
+
+def write_tables(out: str, document: dict[str, Any]) -> None:
+    """summary.md and junit.xml, each replaced whole."""
+    partial = os.path.join(out, "summary.md.partial")
+    with open(partial, "w", encoding="utf-8") as f:
+        f.write(markdown(document))
+    os.replace(partial, os.path.join(out, "summary.md"))
+    partial = os.path.join(out, "junit.xml.partial")
+    junit(document).write(partial, encoding="utf-8", xml_declaration=True)
+    os.replace(partial, os.path.join(out, "junit.xml"))

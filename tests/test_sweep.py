@@ -1,0 +1,216 @@
+"""cmpx sweep on the local executor: every model with every run in runner processes, the results directory,
+exit codes, resuming, and Ctrl-C."""
+
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+import xml.etree.ElementTree as ET
+
+from cmpx.reports.terminal import Progress
+from cmpx.sweep.cell import run_cell_task
+from cmpx.sweep.progress import SweepProgress
+from cmpx.testing import models as modelgen
+from cmpx.testing.leaks import orphaned_workers, runner_processes, worker_processes
+from conftest import REPO
+from sweep_zoo import VERDICTS, processes_marked, summary, verdicts, write_zoo
+
+
+def no_runner_left():
+    assert runner_processes() == [], "a sweep left runner processes behind"
+    assert orphaned_workers() == [], "a cell's workers outlived their runner"
+
+
+def test_a_local_sweep_runs_every_model_with_every_run(tmp_path, run_cli):
+    out = tmp_path / "out"
+    result = run_cli("sweep", write_zoo(tmp_path), "--out", out, "--jobs", "2")
+    no_runner_left()
+    assert result.exit_code == 1, result.output  # two cells mismatch, none failed
+    assert "3 model(s) x 2 run(s) = 6 cells" in result.output and "[6/6]" in result.output
+    assert verdicts(out) == VERDICTS
+    document = summary(out)
+    assert document["exit_code"] == 1 and document["counts"] == {"passed": 4, "mismatch": 2}
+    for cell in document["cells"]:  # each cell's own --report-json document, and its text report
+        report = json.loads((out / cell["report"]).read_text())
+        assert report["exit_code"] == cell["exit_code"] and report["model"].endswith(cell["model"])
+        assert ("FAILED" if cell["verdict"] == "mismatch" else "PASSED") in (out / cell["log"]).read_text()
+        assert set(cell["timings"]["backends"]) == {p["backend"] for p in cell["pairs"]} | {
+            p["reference"] for p in cell["pairs"]}
+    conv = next(c for c in document["cells"] if c["model"] == "zoo/conv.onnx" and c["run"] == "fp16")
+    assert conv["worst_abs"] > 1e-5 and conv["pairs"][0]["backend"] == "onnxrt:fp16"
+    assert conv["first_divergence"]["node"] == "conv0"  # marked: the error enters at the Conv
+    suite = ET.parse(out / "junit.xml").getroot().find("testsuite")
+    assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("6", "2", "0")
+    assert {(c.get("classname"), c.get("name")) for c in suite.iter("testcase")} == set(VERDICTS)
+    table = (out / "summary.md").read_text()
+    assert "| model | ref | fp16 |" in table and "\x1b" not in table
+    assert "| zoo/conv.onnx | passed | mismatch (abs" in table and "| zoo/gather.onnx | passed | passed |" in table
+
+
+def test_a_failed_backend_or_a_model_a_run_cannot_take_exit_3_and_say_why(tmp_path, run_cli):
+    runs = """
+[[runs]]
+name = "broken"
+args = "--backend onnxrt --backend faulty -p cmpx_test_faulty --faulty-fault load:raise --val-range X:[0,1]"
+"""
+    out = tmp_path / "out"
+    result = run_cli("sweep", write_zoo(tmp_path, runs, names=("conv", "gather")), "--out", out)
+    no_runner_left()
+    assert result.exit_code == 3, result.output
+    cells = {c["model"]: c for c in summary(out)["cells"]}
+    conv, gather = cells["zoo/conv.onnx"], cells["zoo/gather.onnx"]
+    assert (conv["verdict"], conv["exit_code"]) == ("backend failed", 3)
+    assert conv["failure"]["backends"][0]["backend"] == "faulty" and conv["failure"]["backends"][0]["phase"] == "load"
+    assert (gather["verdict"], gather["exit_code"], gather["report"]) == ("usage error", 2, None)
+    assert "'X' is not one of the model inputs" in gather["failure"]["message"]
+    assert "'X' is not one of the model inputs" in (out / gather["log"]).read_text()
+    suite = ET.parse(out / "junit.xml").getroot().find("testsuite")
+    assert (suite.get("failures"), suite.get("errors")) == ("0", "2")
+
+
+def test_a_cell_whose_process_dies_is_that_cells_failure_and_the_others_go_on(tmp_path, run_cli):
+    # The data loader script runs in the cell's own process (the run's coordinator): a crash there kills it.
+    (tmp_path / "crash.py").write_text("import os, signal\n\ndef load_data():\n"
+                                       "    os.kill(os.getpid(), signal.SIGKILL)\n")
+    runs = """
+[[runs]]
+name = "crash"
+args = "--backend onnxrt --backend onnxref --data-loader-script crash.py"
+
+[[runs]]
+name = "ref"
+args = "--backend onnxrt --backend onnxref"
+"""
+    out = tmp_path / "out"
+    result = run_cli("sweep", write_zoo(tmp_path, runs, names=("conv",)), "--out", out, "--jobs", "1")
+    no_runner_left()
+    assert result.exit_code == 3, result.output
+    assert verdicts(out) == {("zoo/conv.onnx", "crash"): "internal error", ("zoo/conv.onnx", "ref"): "passed"}
+    crashed = summary(out)["cells"][0]
+    assert crashed["failure"]["message"] == "the process running this cell killed by SIGKILL"
+
+
+def _finished_at(out):
+    return {path.parent.name: path.stat().st_mtime_ns for path in (out / "cells").glob("*/cell.json")}
+
+
+def test_a_second_sweep_runs_only_the_cells_whose_inputs_changed(tmp_path, run_cli):
+    sweep = write_zoo(tmp_path, names=("conv",))
+    out = tmp_path / "out"
+    assert run_cli("sweep", sweep, "--out", out).exit_code == 1
+    first = _finished_at(out)
+    assert set(first) == {"zoo__conv.onnx--ref", "zoo__conv.onnx--fp16"}
+
+    again = run_cli("sweep", sweep, "--out", out)  # nothing changed: nothing runs, same verdict
+    assert again.exit_code == 1 and "2 kept from an earlier sweep, 0 to run" in again.output
+    assert _finished_at(out) == first and all(c["reused"] for c in summary(out)["cells"])
+
+    failed = run_cli("sweep", sweep, "--out", out, "--rerun", "failed")  # only the mismatching cell
+    assert failed.exit_code == 1 and "1 kept from an earlier sweep, 1 to run" in failed.output
+    now = _finished_at(out)
+    assert now["zoo__conv.onnx--ref"] == first["zoo__conv.onnx--ref"]
+    assert now["zoo__conv.onnx--fp16"] != first["zoo__conv.onnx--fp16"]
+
+    sweep.write_text(sweep.read_text().replace("--mark-all", "--mark-all --atol 1e-2 --rtol 1e-2"))
+    changed = run_cli("sweep", sweep, "--out", out)  # the fp16 run's args changed: only its cell runs
+    assert changed.exit_code == 0 and "1 kept from an earlier sweep, 1 to run" in changed.output
+    assert _finished_at(out)["zoo__conv.onnx--ref"] == first["zoo__conv.onnx--ref"]
+
+    modelgen.save(modelgen.conv_model(seed=1), tmp_path / "zoo" / "conv.onnx")  # new weights, same path
+    retrained = run_cli("sweep", sweep, "--out", out)
+    assert retrained.exit_code == 0 and "0 kept from an earlier sweep, 2 to run" in retrained.output
+    no_runner_left()
+
+
+def test_ctrl_c_stops_the_cells_under_way_and_keeps_the_finished_ones(tmp_path, run_cli, no_leaks):
+    runs = """
+[[runs]]
+name = "ref"
+args = "--backend onnxrt --backend onnxref"
+
+[[runs]]
+name = "hang"
+args = "--backend onnxrt --backend faulty -p cmpx_test_faulty --faulty-fault infer:hang"
+"""
+    sweep = write_zoo(tmp_path, runs, names=("conv", "gather"))
+    out = tmp_path / "out"
+    marker = uuid.uuid4().hex
+    process = subprocess.Popen([sys.executable, "-m", "cmpx", "sweep", str(sweep), "--out", str(out), "--jobs", "1"],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO,
+                               env=dict(os.environ, PYTHONUNBUFFERED="1", CMPX_TEST_MARK=marker))
+    deadline = time.monotonic() + 60
+    # conv/ref finishes, then conv/hang starts: wait until its run's two workers are up
+    while time.monotonic() < deadline and not (
+            (out / "cells" / "zoo__conv.onnx--ref" / "cell.json").exists()
+            and any(len(worker_processes(r)) == 2 for r in runner_processes(process.pid))):
+        time.sleep(0.1)
+    time.sleep(1.0)  # loading, then hanging in inference
+    process.send_signal(signal.SIGINT)
+    started = time.monotonic()
+    assert process.wait(timeout=30) == 130
+    assert time.monotonic() - started < 10
+    printed = process.stdout.read()
+    assert "Interrupted: 1 of 4 cells have results" in printed
+    wait_gone = time.monotonic() + 5
+    while processes_marked(marker) and time.monotonic() < wait_gone:
+        time.sleep(0.1)
+    assert processes_marked(marker) == [], "a runner or a worker outlived the interrupted sweep"
+    document = summary(out)
+    assert document["interrupted"] and document["exit_code"] == 130
+    assert verdicts(out) == {("zoo/conv.onnx", "ref"): "passed", ("zoo/conv.onnx", "hang"): "not run",
+                             ("zoo/gather.onnx", "ref"): "not run", ("zoo/gather.onnx", "hang"): "not run"}
+
+    sweep.write_text(sweep.read_text().replace("infer:hang", "none"))  # resume without the hang
+    resumed = run_cli("sweep", sweep, "--out", out)
+    no_runner_left()
+    assert "1 kept from an earlier sweep, 3 to run" in resumed.output
+    assert resumed.exit_code == 0, resumed.output
+
+
+def test_the_ray_executor_without_ray_names_the_extra(tmp_path):
+    code = ("import sys; sys.modules['ray'] = None  # as if Ray were not installed\n"
+            "from cmpx.cli.main import cli; cli.main(sys.argv[1:], prog_name='cmpx')")
+    out = tmp_path / "out"
+    done = subprocess.run([sys.executable, "-c", code, "sweep", str(write_zoo(tmp_path, names=("conv",))), "--out",
+                           str(out), "--executor", "ray"], capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.strip() == "Error: --executor ray needs Ray: pip install 'cmpx[ray]'"
+    assert not out.exists()  # nothing ran
+
+
+def test_the_status_line_counts_cells_and_estimates_the_time_left():
+    stream, lines = io.StringIO(), []
+    progress = SweepProgress(4, lines.append, Progress(stream, enabled=True))
+    progress.cell_started()
+    progress.cell_started()
+    entry = {"model": "zoo/conv.onnx", "run": "fp16", "verdict": "mismatch", "worst_abs": 1e-3, "worst_rel": 2e-2,
+             "failure": None, "pairs": []}
+    progress.cell_finished(entry, 1.5)
+    assert lines == ["[1/4] zoo/conv.onnx | fp16: mismatch (abs 0.001, rel 0.02) (1.5 s)"]
+    status = stream.getvalue().split("\r\x1b[2K")[-1]
+    assert status.startswith("sweep: 1/4 cells done, 1 under way, 1 not passed | ") and "s left" in status
+    progress.clear()
+    assert stream.getvalue().endswith("\r\x1b[2K")
+    quiet = io.StringIO()
+    SweepProgress(1, lines.append, Progress(quiet, enabled=False)).cell_started()  # not a terminal: nothing
+    assert quiet.getvalue() == ""
+
+
+def test_a_cell_asked_for_off_the_main_thread_runs_in_a_runner_process(tmp_path):
+    # A Ray task runs on its worker's main thread (Ray 2.60, checked by the Ray tests); should one not, the cell
+    # must not start workers from that thread (they would die with it): it runs in a runner process instead.
+    model = modelgen.save(modelgen.conv_model(), tmp_path / "conv.onnx")
+    task = {"model": model, "words": ["--backend", "onnxrt", "--backend", "onnxref"], "cwd": str(tmp_path),
+            "plugins": [], "key": "conv"}
+    outcome = {}
+    thread = threading.Thread(target=lambda: outcome.update(run_cell_task(task)))
+    thread.start()
+    thread.join(timeout=120)
+    no_runner_left()
+    assert outcome["exit_code"] == 0 and outcome["report"]["passed"], outcome.get("log")
+    assert outcome["pid"] != os.getpid()  # it ran in another process

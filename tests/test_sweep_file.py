@@ -1,0 +1,78 @@
+"""A bad sweep file, or a run's bad cmpx run arguments, is exit 2 with one line naming the file, the line, the key
+or run and the problem, before any cell runs (nothing is written to --out)."""
+
+import pytest
+
+from cmpx.sweep.matrix import cells, check_runs
+from cmpx.sweep.sweepfile import read_sweep_file
+from sweep_zoo import write_zoo
+
+
+
+def run(*extra: str) -> str:
+    words = ", ".join(f'"{w}"' for w in ("--backend", "onnxrt", "--backend", "onnxref", *extra))
+    return f'[[runs]]\nname = "ref"\nargs = [{words}]\n'
+
+
+RUN = run()
+
+BAD_FILES = [
+    ('modles = ["zoo/*.onnx"]\n' + RUN, "sweep.toml:1: modles: unknown key; did you mean 'models'?"),
+    (RUN, "sweep.toml: models: missing"),
+    ('models = ["zoo/*.onnx", "nowhere/*.onnx"]\n' + RUN, "sweep.toml:1: models: 'nowhere/*.onnx' matches no file"),
+    ('models = "zoo/*.onnx"\n', "sweep.toml: runs: missing"),
+    ('models = "zoo/*.onnx"\n' + RUN + RUN, "sweep.toml:6: runs[1].name: 'ref' is the name of another run too"),
+    ('models = "zoo/*.onnx"\n[[runs]]\nname = "a b"\nargs = []\n', "sweep.toml:3: runs[0].name: missing or not a name"),
+    ('models = "zoo/*.onnx"\n[[runs]]\nname = "a"\n', "sweep.toml:2: runs[0].args: missing"),
+    ('models = "zoo/*.onnx"\n[[runs]]\nname = "a"\nargs = [1]\n', "sweep.toml:4: runs[0].args: must be a list of "
+                                                                   "strings"),
+    ('models = "zoo/*.onnx"\n' + RUN + 'resources = {GPU = "one"}\n', "sweep.toml:5: runs[0].resources: GPU = 'one'"),
+    ('models = "zoo/*.onnx"\n[defaults]\nargz = []\n' + RUN, "sweep.toml:3: defaults.argz: unknown key"),
+    ('models = "zoo/*.onnx"\nruns = [\n', "sweep.toml: invalid TOML: "),
+    # the runs' args, parsed by cmpx run's own command and preflight
+    ('models = "zoo/*.onnx"\n[[runs]]\nname = "x"\nargs = "--backend onnxrt --bogus"\n',
+     "sweep.toml:2: runs[0] 'x': No such option '--bogus'"),
+    ('models = "zoo/*.onnx"\n[[runs]]\nname = "x"\nargs = "--backend onnxrt --backend nope"\n',
+     "sweep.toml:2: runs[0] 'x': unknown backend 'nope'"),
+    ('models = "zoo/*.onnx"\n[defaults]\nargs = ["--atol", "big"]\n' + RUN,
+     "sweep.toml:4: runs[0] 'ref': --atol"),
+    ('models = "zoo/*.onnx"\n[[runs]]\nname = "x"\nargs = "other.onnx --backend onnxrt"\n',
+     "sweep.toml:2: runs[0] 'x': args name a model (other.onnx)"),
+    ('models = "zoo/*.onnx"\n' + run("--report-json", "r.json"),
+     "runs[0] 'ref': --report-json is written by cmpx sweep"),
+    ('models = "zoo/*.onnx"\n' + run("--save-outputs", "golden"),
+     "runs[0] 'ref': --save-outputs golden would be written by the cell of every model; put {model} in the path"),
+]
+
+
+@pytest.mark.parametrize("text, message", BAD_FILES)
+def test_a_bad_sweep_file_is_exit_2_with_the_line_and_the_key(tmp_path, run_cli, text, message):
+    sweep = write_zoo(tmp_path, names=("conv", "gather"))
+    sweep.write_text(text)
+    result = run_cli("sweep", sweep, "--out", tmp_path / "out")
+    assert result.exit_code == 2
+    error = result.output.strip()
+    assert "\n" not in error and error.startswith("Error: ") and message in error, error
+    assert not (tmp_path / "out").exists()
+
+
+def test_paths_per_model_and_relative_paths_are_accepted(tmp_path):
+    sweep = write_zoo(tmp_path, names=("conv", "gather"))
+    sweep.write_text('models = ["zoo/*.onnx", "zoo/conv.onnx"]\n[defaults]\nargs = "--iterations 2"\n' + run(
+        "--save-outputs", "golden/{model}") + "resources = {GPU = 1, memory = 2e9}\n")
+    read = read_sweep_file(str(sweep))
+    assert [read.label(m) for m in read.models] == ["zoo/conv.onnx", "zoo/gather.onnx"]  # found once each
+    assert read.runs[0].words[:2] == ("--iterations", "2") and read.runs[0].words[-1] == "golden/{model}"
+    assert read.runs[0].resources == {"GPU": 1.0, "memory": 2e9}
+    matrix = cells(read, check_runs(read))
+    assert [cell.words[-1] for cell in matrix] == ["golden/zoo/conv", "golden/zoo/gather"]  # {model} filled in
+    assert len({cell.key for cell in matrix}) == 2
+
+
+def test_a_missing_sweep_file_and_bad_options(tmp_path, run_cli):
+    missing = run_cli("sweep", tmp_path / "none.toml", "--out", tmp_path / "out")
+    assert missing.exit_code == 2 and "none.toml: No such file or directory" in missing.output
+    sweep = write_zoo(tmp_path, names=("conv",))
+    address = run_cli("sweep", sweep, "--out", tmp_path / "out", "--ray-address", "ray://x:10001")
+    assert address.exit_code == 2 and "--ray-address is for --executor ray" in address.output
+    assert run_cli("sweep", sweep, "--out", tmp_path / "out", "--jobs", "0").exit_code == 2

@@ -1,0 +1,123 @@
+"""cmpx sweep on a real Ray: a local Ray with 2 CPUs started by the test, and one started and stopped by cmpx itself.
+Skipped, saying why, where the extra is not installed (.ci/run installs it)."""
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+
+from conftest import REPO, run_cmpx
+from sweep_zoo import VERDICTS, processes_marked, summary, verdicts, write_zoo
+
+ray = pytest.importorskip("ray", reason="Ray is not installed: pip install 'cmpx[ray]' (.ci/run installs it)")
+
+
+def _descendants(pid: int) -> set[int]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    parent = int(f.read().rsplit(")", 1)[1].split()[1])
+            except OSError:
+                continue
+            children.setdefault(parent, []).append(int(entry))
+    found, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.add(child)
+            todo.append(child)
+    return found
+
+
+def _alive(pids: set[int]) -> set[int]:
+    alive = set()
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] != "Z":
+                    alive.add(pid)
+        except OSError:
+            pass
+    return alive
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    """A local Ray with 2 CPUs for this module's tests; shut down after them, leaving no process behind."""
+    before = _descendants(os.getpid())
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    started = _descendants(os.getpid()) - before
+    ray.shutdown()
+    deadline = time.monotonic() + 15
+    while _alive(started) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _alive(started) == set(), "Ray left processes behind"
+
+
+def test_ray_runs_tasks_on_the_main_thread_of_its_workers(local_ray):
+    # What a cell needs (its workers die with the thread that started them); cmpx.sweep.cell falls back to a
+    # runner process if this ever changes.
+    def on_main_thread() -> bool:  # a local function: Ray ships it by value, not by this module's name
+        import threading
+
+        return threading.current_thread() is threading.main_thread()
+
+    assert ray.get([ray.remote(on_main_thread).remote() for _ in range(2)]) == [True, True]
+
+
+def test_a_ray_sweep_gives_the_verdicts_of_a_local_sweep(tmp_path, run_cli, local_ray):
+    sweep = write_zoo(tmp_path)
+    on_ray = run_cli("sweep", sweep, "--out", tmp_path / "ray", "--executor", "ray")
+    assert on_ray.exit_code == 1, on_ray.output
+    assert "executor ray: the Ray this process is connected to" in on_ray.output
+    local = run_cli("sweep", sweep, "--out", tmp_path / "local", "--jobs", "2")
+    assert local.exit_code == 1, local.output
+    assert verdicts(tmp_path / "ray") == verdicts(tmp_path / "local") == VERDICTS
+    ray_cells, local_cells = summary(tmp_path / "ray")["cells"], summary(tmp_path / "local")["cells"]
+    assert [c["exit_code"] for c in ray_cells] == [c["exit_code"] for c in local_cells]
+    assert [c["first_divergence"] for c in ray_cells] == [c["first_divergence"] for c in local_cells]
+    for cell in ray_cells:  # the reports came back through Ray and were written here
+        assert (tmp_path / "ray" / cell["report"]).is_file()
+    assert ray.is_initialized()  # a Ray cmpx did not start is left running
+
+
+def test_cmpx_starts_a_local_ray_and_shuts_it_down(tmp_path):
+    marker = uuid.uuid4().hex
+    sweep = write_zoo(tmp_path, names=("gather",), runs=(
+        '[[runs]]\nname = "ref"\nargs = "--backend onnxrt --backend onnxref"\n'
+        '[[runs]]\nname = "gpu"\nargs = "--backend onnxrt --backend onnxref"\nresources = {GPU = 1}\n'))
+    env = dict(os.environ, CMPX_TEST_MARK=marker)
+    env.pop("RAY_ADDRESS", None)
+    refused = subprocess.run([sys.executable, "-m", "cmpx", "sweep", str(sweep), "--out", str(tmp_path / "out"),
+                              "--executor", "ray", "--jobs", "2"], capture_output=True, text=True, cwd=REPO,
+                             env=env, timeout=180)
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert ("Error: run 'gpu' needs GPU 1, and the local Ray started for this sweep has only CPU 2"
+            in refused.stderr)
+    assert not (tmp_path / "out" / "summary.json").exists()  # no cell ran
+
+    sweep.write_text(sweep.read_text().replace("resources = {GPU = 1}", "resources = {CPU = 1}"))
+    done = subprocess.run([sys.executable, "-m", "cmpx", "sweep", str(sweep), "--out", str(tmp_path / "out"),
+                           "--executor", "ray", "--jobs", "2"], capture_output=True, text=True, cwd=REPO, env=env,
+                          timeout=180)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "executor ray: a local Ray with 2 CPU(s), started for this sweep" in done.stdout
+    assert verdicts(tmp_path / "out") == {("zoo/gather.onnx", "ref"): "passed", ("zoo/gather.onnx", "gpu"): "passed"}
+    deadline = time.monotonic() + 15
+    while processes_marked(marker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert processes_marked(marker) == [], "the local Ray or a cell outlived the sweep"
+
+
+def test_a_cluster_address_nobody_answers_at_is_exit_2_before_anything(tmp_path):
+    out = tmp_path / "out"
+    done = run_cmpx("sweep", write_zoo(tmp_path, names=("conv",)), "--out", out, "--executor", "ray",
+                    "--ray-address", "127.0.0.1:1")  # Ray itself would retry forever
+    assert done.returncode == 2
+    assert done.stderr.strip() == "Error: cannot reach the Ray cluster at 127.0.0.1:1: Connection refused"
+    assert not out.exists()
