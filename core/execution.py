@@ -18,6 +18,7 @@ from cmpx.loaders.feeds import feeds_digest
 from cmpx.plan import RunPlan
 from cmpx.reports.reporter import Reporter
 from cmpx.results import PairResult, RunResult
+from cmpx.runtimes import from_hello, labels
 from cmpx.saved.cmpx_format import RunWriter
 from cmpx.transport import shm, supervisor
 
@@ -62,6 +63,8 @@ def execute(plan: RunPlan, feeds: Iterator[Mapping[str, Any]] | None, reporter: 
             run.outputs_writer = RunWriter(plan.save_outputs, "outputs", model_path)
             cleanup.callback(run.outputs_writer.close)
         _start_and_load(run)
+        if run.outputs_writer is not None:
+            _describe_sources(run, run.outputs_writer)
         _iterate(run, feeds)
         _close_workers(run)
     return result
@@ -125,14 +128,37 @@ def _available_memory() -> int:
 
 
 def _start_and_load(run: _Run) -> None:
-    plan = run.plan
-    if not plan.backends:
-        return
+    """Start and load every backend, then announce the run: its header names each backend with what its worker
+    said (its framework's version, its Python), so the loads and failures are reported after it, in command-line
+    order (also when interrupted while loading)."""
+    try:
+        if run.plan.backends:
+            _start(run)
+            _load(run)
+    finally:
+        run.reporter.started(run.result.runtimes)
+        for backend in run.plan.backends:
+            if backend.name in run.result.load_seconds:
+                run.reporter.loaded(backend.name, run.result.load_seconds[backend.name])
+            if backend.name in run.result.failures:
+                run.reporter.backend_failed(run.result.failures[backend.name])
+
+
+def _start(run: _Run) -> None:
     # Starting (a fresh interpreter saying hello) is not a load or an inference: it has its own limit, so that a
     # short --timeout meant for a hanging load does not fail an interpreter that is slow to start on a busy machine.
-    start_limits = {name: max(seconds, START_TIMEOUT_SECONDS) for name, seconds in plan.timeouts.items()}
-    _collect(run, supervisor.wait_replies(run.workers.values(), "hello", "start", start_limits,
-                                          on_wait=_progress(run, "starting")))
+    start_limits = {name: max(seconds, START_TIMEOUT_SECONDS) for name, seconds in run.plan.timeouts.items()}
+    hellos = _collect(run, supervisor.wait_replies(run.workers.values(), "hello", "start", start_limits,
+                                                   on_wait=_progress(run, "starting")), report=False)
+    for backend in run.plan.backends:
+        if backend.name in hellos:
+            worker = run.workers[backend.name]
+            run.result.runtimes[backend.name] = from_hello(hellos[backend.name], backend.python is not None,
+                                                           worker.code_dir)
+
+
+def _load(run: _Run) -> None:
+    plan = run.plan
     ids = {}
     for backend in plan.backends:
         worker = run.workers[backend.name]
@@ -142,9 +168,20 @@ def _start_and_load(run: _Run) -> None:
                                                         plan.model.path, mark), "load")
     replies = supervisor.wait_replies(run.workers.values(), "ready", "load", plan.timeouts, ids,
                                       on_wait=_progress(run, "loading"))
-    for name, reply in _collect(run, replies).items():
+    for name, reply in _collect(run, replies, report=False).items():
         run.result.load_seconds[name] = reply["seconds"]
-        run.reporter.loaded(name, reply["seconds"])
+        runtime = run.result.runtimes.get(name)
+        if runtime is not None:
+            runtime.framework_version = reply.get("framework_version")
+
+
+def _describe_sources(run: _Run, writer: RunWriter) -> None:
+    """Saved outputs say which framework version, under which Python, made them."""
+    shown = labels(run.plan.backends, run.result.runtimes)
+    for name, runtime in run.result.runtimes.items():
+        writer.describe(name, {"label": shown[name], "framework_version": runtime.framework_version,
+                               "python": runtime.python, "python_version": runtime.python_version,
+                               "environment": runtime.place})
 
 
 def _progress(run: _Run, phase: str):
@@ -158,14 +195,16 @@ def _close_workers(run: _Run) -> None:
     _collect(run, supervisor.wait_replies(alive, "bye", "close", CLOSE_TIMEOUT_SECONDS))
 
 
-def _collect(run: _Run, replies: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """Record the failures among ``replies``; return the successful ones."""
+def _collect(run: _Run, replies: Mapping[str, Any], report: bool = True) -> dict[str, dict[str, Any]]:
+    """Record the failures among ``replies`` (and report them, unless ``report`` is False); return the successful
+    ones."""
     ok = {}
     for name, reply in replies.items():
         if isinstance(reply, BackendFailed):
             if name not in run.result.failures:
                 run.result.failures[name] = reply
-                run.reporter.backend_failed(reply)
+                if report:
+                    run.reporter.backend_failed(reply)
         else:
             ok[name] = reply
     return ok

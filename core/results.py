@@ -18,6 +18,7 @@ from cmpx.errors import ExitCode
 
 if TYPE_CHECKING:
     from cmpx.errors import BackendFailed
+    from cmpx.runtimes import BackendRuntime
 
 RETAINED_OUTPUTS = 20_000  # per-iteration output results kept in memory (each holds a few KB of statistics)
 FAILING_ITERATIONS_LISTED = 1_000  # iteration numbers kept per pair to say which iterations failed
@@ -173,6 +174,7 @@ class RunResult:
     failures: dict[str, BackendFailed] = field(default_factory=dict)
     load_seconds: dict[str, float] = field(default_factory=dict)
     infer_seconds: dict[str, Timing] = field(default_factory=dict)
+    runtimes: dict[str, BackendRuntime] = field(default_factory=dict)  # where each live backend ran, and versions
     iterations: int = 0
     retain_outputs: int = RETAINED_OUTPUTS
     _retained_outputs: int = 0

@@ -2,6 +2,7 @@
 
     preflight   check every option that needs neither the model nor a file            (cmpx.preflight)
     start       take a worker per backend from the pool; each imports its framework   (cmpx.transport.pool)
+                (under another Python for NAME@PYTHON, the worker code linked in)     (cmpx.transport.foreign)
     describe    a model in a backend's own format is described by that backend        (cmpx.transport.describing)
     plan        read the model and saved runs, make data and transformed models       (cmpx.planner)
     execute     load, infer, compare iteration by iteration                           (cmpx.execution)
@@ -13,9 +14,10 @@ The session holds what it started from ``start`` on, and releases all of it when
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from cmpx.errors import RunInterrupted
@@ -26,7 +28,7 @@ from cmpx.reports.reporter import Reporter, Reporters, SilentReporter
 from cmpx.transport.pool import WorkerPool, release_workers
 
 if TYPE_CHECKING:
-    from cmpx.plan import RunPlan
+    from cmpx.plan import BackendPlan, RunPlan
     from cmpx.plugins import PluginSet, PluginSettings
     from cmpx.request import RunRequest
     from cmpx.transport.supervisor import Worker
@@ -73,9 +75,11 @@ class Session:
             from cmpx.reports.plots import check_plotting
 
             check_plotting()
+        self._scratch = tempfile.mkdtemp(prefix="cmpx-run-")
         # The workers start now, before anything heavy is imported here, and import their frameworks while this
         # process reads the model and makes data; if that finds a problem they are stopped before loading anything.
-        self.workers = (self.pool or WorkerPool()).assign(checked.backends, self.settings)
+        self.workers = (self.pool or WorkerPool()).assign(checked.backends, self.settings,
+                                                          self._worker_code(checked.backends))
         described = None
         if checked.model_format is not None:  # a model in its backends' own format: the first one describes it
             from cmpx.transport.describing import describe_model
@@ -83,13 +87,11 @@ class Session:
             first = checked.backends[0]
             described = describe_model(self.workers[first.name], first, self.request.model,
                                        checked.timeouts[first.name])
-        self._scratch = tempfile.mkdtemp(prefix="cmpx-transformed-")
         plan, feeds = build_plan(checked, warn=self._warn, scratch=self._scratch, described=described)
         from cmpx.execution import execute
         from cmpx.results import RunResult
 
         self.reporter = Reporters(self.reporter_for(plan), _WarningsKept(self.warnings))
-        self.reporter.started()
         result = RunResult()
         try:
             execute(plan, feeds, self.reporter, self.workers, result)
@@ -103,6 +105,18 @@ class Session:
         self.reporter.finished(report)
         self._write_reports(report)
         return report
+
+    def _worker_code(self, backends: Sequence[BackendPlan]) -> str | None:
+        """For backends under another Python: a directory in this run's scratch space linking the worker code they
+        import from here (used where cmpx is not installed there; see cmpx.transport.foreign)."""
+        elsewhere = [backend for backend in backends if backend.python is not None]
+        if not elsewhere:
+            return None
+        from cmpx.transport.foreign import link_worker_code, worker_modules
+
+        directory = os.path.join(self._scratch, "worker-code")
+        link_worker_code(directory, worker_modules(elsewhere, self.settings))
+        return directory
 
     def _warn(self, message: str) -> None:
         self.warnings.append(message)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from cmpx import __version__
 from cmpx.errors import BackendCrashed, BackendFailed, BackendTimeout
 from cmpx.results import PairResult, PairTally
+from cmpx.runtimes import labels
 
 if TYPE_CHECKING:
     from cmpx.report import Report
@@ -18,17 +19,22 @@ if TYPE_CHECKING:
 def run_document(report: Report) -> dict[str, Any]:
     """The report as a JSON-able dict (non-finite floats still floats: see ``strict``)."""
     plan, result = report.plan, report.result
+    shown = labels(plan.backends, result.runtimes)
     backends: list[dict[str, Any]] = []
     for b in plan.backends:
         timing = result.infer_seconds.get(b.name)
-        backends.append({"name": b.name, "kind": "live", "backend": b.spec.name, "options": dict(b.options),
-                         "transform": b.transform, "load_seconds": result.load_seconds.get(b.name),
+        runtime = result.runtimes.get(b.name)
+        backends.append({"name": b.name, "label": shown[b.name], "kind": "live", "backend": b.spec.name,
+                         "options": dict(b.options), "transform": b.transform,
+                         "framework_version": runtime.framework_version if runtime else None,
+                         "python_given": b.python_given, "runtime": runtime.to_dict() if runtime else None,
+                         "load_seconds": result.load_seconds.get(b.name),
                          "infer_seconds": None if timing is None else {
                              "count": timing.count, "mean": timing.mean, "min": timing.fastest,
                              "max": timing.slowest},
                          "failure": failure_record(result.failures.get(b.name))})
-    backends += [{"name": b.name, "kind": "saved", "path": b.path, "iterations": len(b.source)}
-                 for b in plan.saved_backends]
+    backends += [{"name": b.name, "kind": "saved", "path": b.path, "iterations": len(b.source),
+                  "saved_by": getattr(b.source, "about", None)} for b in plan.saved_backends]
     code = report.exit_code
     return {
         "cmpx_version": __version__, "model": plan.model.path if plan.model else None, "exit_code": int(code),

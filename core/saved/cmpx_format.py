@@ -5,7 +5,9 @@
                             then one line per source and iteration:
                             {"source": "onnxrt", "iteration": 0, "input_digest": "blake2b:...",
                              "tensors": [{"name": "Y", "file": "0/0/0.npy", "dtype": "float32",
-                                          "shape": [1, 4, 8, 8]}, ...]}
+                                          "shape": [1, 4, 8, 8]}, ...],
+                             "backend": {"label": "onnxrt 1.32.0", "framework_version": "1.32.0",
+                                         "python": ..., "python_version": ..., "environment": ...}}
     RUN/<source #>/<iteration>/<tensor #>.npy
 
 Lines are appended as iterations finish, so a run stops streaming to disk, never holding more than one
@@ -44,6 +46,7 @@ class RunWriter:
         os.makedirs(path, exist_ok=True)
         self.path = path
         self._sources: dict[str, int] = {}
+        self._about: dict[str, dict[str, Any]] = {}
         self._pending: dict[tuple[str, int], list[dict[str, Any]]] = {}
         self._manifest = open(os.path.join(path, MANIFEST), "w", encoding="utf-8")
         self._line({"format": FORMAT, "format_version": FORMAT_VERSION, "kind": kind, "cmpx_version": __version__,
@@ -66,11 +69,17 @@ class RunWriter:
         np.save(os.path.join(self.path, relative), stored, allow_pickle=False)
         entries.append({"name": name, "file": relative, "dtype": array.dtype.name, "shape": list(array.shape)})
 
+    def describe(self, source: str, about: Mapping[str, Any]) -> None:
+        """What made ``source``'s outputs (its framework's version, its Python), recorded with each of its lines."""
+        self._about[source] = dict(about)
+
     def finish_iteration(self, iteration: int, input_digest: str | None) -> None:
         for (source, number), entries in list(self._pending.items()):
             if number == iteration:
-                self._line({"source": source, "iteration": iteration, "input_digest": input_digest,
-                            "tensors": entries})
+                record = {"source": source, "iteration": iteration, "input_digest": input_digest, "tensors": entries}
+                if source in self._about:
+                    record["backend"] = self._about[source]
+                self._line(record)
                 del self._pending[(source, number)]
 
     def _line(self, record: dict[str, Any]) -> None:
@@ -114,6 +123,8 @@ def read_cmpx_run(path: str) -> SavedFile:
             _check_entry(file, dtype, shape, f"{path}: {record['source']} iteration {record['iteration']} {name}")
         source.loaders.append(lambda tensors=tensors: _load(tensors, path))
         source.digests.append(record.get("input_digest"))
+        if isinstance(record.get("backend"), dict) and source.about is None:
+            source.about = record["backend"]
     return SavedFile(path, header.get("kind", "outputs"), list(sources.values()))
 
 
