@@ -4,6 +4,7 @@ another Python (``--backend onnxrt@/opt/ort-1.20/bin/python``). Plain data; no n
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -25,7 +26,7 @@ class BackendRuntime:
     prefix: str  # its environment (sys.prefix)
     venv: bool
     separate: bool  # another Python than the coordinator's, as asked with --backend NAME@PYTHON
-    cmpx_path: str  # the directory of the cmpx package its worker imported
+    cmpx_path: str  # the directory of the cmpx package its worker imported (for linked code: what was linked)
     cmpx_version: str
     linked: bool  # cmpx is not installed there: the worker ran the coordinator's code, linked in for the run
     framework_version: str | None = None
@@ -41,9 +42,11 @@ class BackendRuntime:
 
 def from_hello(hello: Mapping[str, Any], separate: bool, code_dir: str | None) -> BackendRuntime:
     cmpx_path = str(hello.get("cmpx", ""))
+    linked = runs_linked_code(cmpx_path, code_dir)
     return BackendRuntime(str(hello.get("python", "")), str(hello.get("python_version", "")),
-                          str(hello.get("prefix", "")), bool(hello.get("venv")), separate, cmpx_path,
-                          str(hello.get("cmpx_version", "")), runs_linked_code(cmpx_path, code_dir))
+                          str(hello.get("prefix", "")), bool(hello.get("venv")), separate,
+                          os.path.realpath(cmpx_path) if linked else cmpx_path, str(hello.get("cmpx_version", "")),
+                          linked)
 
 
 def labels(backends: Sequence[BackendPlan], runtimes: Mapping[str, BackendRuntime]) -> dict[str, str]:

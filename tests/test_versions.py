@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -197,6 +198,16 @@ def test_a_framework_missing_there_is_named_with_that_python(run_cli, old_ort):
     assert "install it there" in result.output
 
 
+def test_a_plugin_module_named_with_p_runs_under_another_python_without_pluggy(run_cli, old_ort):
+    """The README's smallest plugin keeps its backend class next to its hooks: its module is linked in as a file,
+    and imports there although pluggy is not installed (hooks run only in the coordinator)."""
+    assert _works(Path(old_ort["python"]), "import importlib.util as u; print(u.find_spec('pluggy'))") == "None"
+    result = run_cli("run", EXAMPLES / "conv.onnx", "--backend", f"mine@env:{OLD_ENV}", "--backend", "onnxrt",
+                     plugins=["cmpx_test_minimal"], env=old_ort["env"])
+    assert result.exit_code == 0, result.output
+    assert f"mine ({old_ort['dir']}) vs onnxrt: 1/1 iterations passed" in result.output  # no version: it says none
+
+
 def test_a_python_too_old_for_the_worker_is_named(run_cli):
     bare = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}  # this Python's path
     candidates = glob.glob(os.path.expanduser("~/.pyenv/versions/3.[6-9].*/bin/python3"))
@@ -258,3 +269,45 @@ def test_a_failed_env_create_keeps_nothing(tmp_path, monkeypatch):
     assert [step[1:3] for step in steps] == [["-m", "venv"], ["-m", "pip"]]  # venv made, then pip failed in it
     assert "onnxruntime==1.20.*" in steps[1] and {"numpy", "msgpack"} <= set(steps[1])
     assert not (tmp_path / "envs" / "broken").exists()
+
+
+def test_the_worker_code_is_linked_from_where_this_process_imports_it(tmp_path):
+    """Packages (cmpx, the backend's plugin package) link as directories, -p modules as files; the links point at
+    this checkout's directories in an editable install."""
+    from cmpx.plugins import PluginSettings, make_plugin_manager
+    from cmpx.transport.foreign import link_worker_code, worker_modules
+
+    plugins = make_plugin_manager(extra=["cmpx_test_minimal"])
+    backends = [SimpleNamespace(spec=plugins.backends.get(name)) for name in ("onnxrt", "mine")]
+    modules = worker_modules(backends, PluginSettings(extra=("cmpx_test_minimal",)))
+    assert modules == ["cmpx", "cmpx_onnxrt", "cmpx_test_minimal"]
+    linked = link_worker_code(str(tmp_path / "code"), modules)
+    assert linked == {"cmpx": str(REPO / "core"), "cmpx_onnxrt": str(REPO / "backends" / "onnxrt"),
+                      "cmpx_test_minimal": str(REPO / "tests" / "plugins" / "cmpx_test_minimal.py")}
+    assert (tmp_path / "code" / "cmpx").resolve() == REPO / "core"
+    assert (tmp_path / "code" / "cmpx_test_minimal.py").resolve() == REPO / "tests" / "plugins" / "cmpx_test_minimal.py"
+    assert link_worker_code(str(tmp_path / "other"), ["no_such_module_here"]) == {}  # left to the environment
+
+
+def test_a_regular_install_links_its_installed_package_directories(old_ort, tmp_path):
+    """cmpx laid out as ``pip install .`` lays it out (each package directory under its import name, with its
+    dist-info for the entry points) in a directory the coordinator imports it from: the worker under the older
+    ONNX Runtime runs that code, linked."""
+    import sysconfig
+    import tomllib
+
+    site = tmp_path / "site"
+    layout = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
+    for name, source in layout.items():
+        shutil.copytree(REPO / source, site / name, ignore=shutil.ignore_patterns("__pycache__"))
+    dist_info, = Path(sysconfig.get_paths()["purelib"]).glob("cmpx-*.dist-info")
+    shutil.copytree(dist_info, site / dist_info.name)
+    report = tmp_path / "report.json"
+    done = run_cmpx("run", EXAMPLES / "conv.onnx", "--backend", "onnxrt", "--backend", f"onnxrt@env:{OLD_ENV}",
+                    "--report-json", report, env={**old_ort["env"], "PYTHONPATH": str(site)})
+    assert done.returncode == 0, done.stdout + done.stderr
+    backends = _report(report)
+    mine, theirs = backends["onnxrt"]["runtime"], backends[f"onnxrt@env:{OLD_ENV}"]["runtime"]
+    assert mine["cmpx_path"] == str(site / "cmpx") and not mine["linked"]
+    assert theirs["cmpx_path"] == str(site / "cmpx") and theirs["linked"]
+    assert theirs["framework_version"] == OLD_ORT
