@@ -34,10 +34,15 @@ def _test_envs() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "cmpx" / "test-envs"
 
 
+def _own_path_only() -> dict:
+    """This process's environment variables without its PYTHONPATH: another Python must see only its own packages."""
+    return {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+
+
 def _works(python: Path, check: str) -> str | None:
     if not python.is_file():
         return None
-    done = subprocess.run([str(python), "-c", check], capture_output=True, text=True, timeout=120)
+    done = subprocess.run([str(python), "-c", check], capture_output=True, text=True, timeout=120, env=_own_path_only())
     return done.stdout.strip() if done.returncode == 0 else None
 
 
@@ -209,12 +214,11 @@ def test_a_plugin_module_named_with_p_runs_under_another_python_without_pluggy(r
 
 
 def test_a_python_too_old_for_the_worker_is_named(run_cli):
-    bare = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}  # this Python's path
     candidates = glob.glob(os.path.expanduser("~/.pyenv/versions/3.[6-9].*/bin/python3"))
     candidates += [shutil.which(f"python3.{minor}") for minor in range(6, 10)]
     old = next((path for path in candidates if path and subprocess.run(
         [path, "-c", "import sys; sys.exit(sys.version_info >= (3, 10))"], capture_output=True,
-        env=bare).returncode == 0), None)
+        env=_own_path_only()).returncode == 0), None)
     if old is None:
         pytest.skip("no Python older than 3.10 on this machine")
     result = run_cli("run", EXAMPLES / "conv.onnx", "--backend", "onnxrt", "--backend", f"onnxrt@{old}")
