@@ -129,8 +129,8 @@ def _available_memory() -> int:
 
 def _start_and_load(run: _Run) -> None:
     """Start and load every backend, then announce the run: its header names each backend with what its worker
-    said (its framework's version, its Python), so the loads and failures are reported after it, in command-line
-    order (also when interrupted while loading)."""
+    said (its framework's version, its Python), so the loads are reported after it (also when interrupted while
+    loading). A failure is reported when it happens, not held back until the slowest backend has loaded."""
     try:
         if run.plan.backends:
             _start(run)
@@ -140,8 +140,6 @@ def _start_and_load(run: _Run) -> None:
         for backend in run.plan.backends:
             if backend.name in run.result.load_seconds:
                 run.reporter.loaded(backend.name, run.result.load_seconds[backend.name])
-            if backend.name in run.result.failures:
-                run.reporter.backend_failed(run.result.failures[backend.name])
 
 
 def _start(run: _Run) -> None:
@@ -149,7 +147,7 @@ def _start(run: _Run) -> None:
     # short --timeout meant for a hanging load does not fail an interpreter that is slow to start on a busy machine.
     start_limits = {name: max(seconds, START_TIMEOUT_SECONDS) for name, seconds in run.plan.timeouts.items()}
     hellos = _collect(run, supervisor.wait_replies(run.workers.values(), "hello", "start", start_limits,
-                                                   on_wait=_progress(run, "starting")), report=False)
+                                                   on_wait=_progress(run, "starting")))
     for backend in run.plan.backends:
         if backend.name in hellos:
             worker = run.workers[backend.name]
@@ -168,7 +166,7 @@ def _load(run: _Run) -> None:
                                                         plan.model.path, mark), "load")
     replies = supervisor.wait_replies(run.workers.values(), "ready", "load", plan.timeouts, ids,
                                       on_wait=_progress(run, "loading"))
-    for name, reply in _collect(run, replies, report=False).items():
+    for name, reply in _collect(run, replies).items():
         run.result.load_seconds[name] = reply["seconds"]
         runtime = run.result.runtimes.get(name)
         if runtime is not None:
@@ -195,16 +193,14 @@ def _close_workers(run: _Run) -> None:
     _collect(run, supervisor.wait_replies(alive, "bye", "close", CLOSE_TIMEOUT_SECONDS))
 
 
-def _collect(run: _Run, replies: Mapping[str, Any], report: bool = True) -> dict[str, dict[str, Any]]:
-    """Record the failures among ``replies`` (and report them, unless ``report`` is False); return the successful
-    ones."""
+def _collect(run: _Run, replies: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Record the failures among ``replies``; return the successful ones."""
     ok = {}
     for name, reply in replies.items():
         if isinstance(reply, BackendFailed):
             if name not in run.result.failures:
                 run.result.failures[name] = reply
-                if report:
-                    run.reporter.backend_failed(reply)
+                run.reporter.backend_failed(reply)
         else:
             ok[name] = reply
     return ok

@@ -192,6 +192,20 @@ def test_an_environment_with_another_cmpx_protocol_is_a_clear_failure(run_cli, b
             f"{__version__} there, or uninstall it there and cmpx links its own worker code") in result.output
 
 
+def test_an_environment_with_a_cmpx_without_this_worker_is_a_clear_failure(run_cli, bare_python):
+    purelib = subprocess.run([str(bare_python / "bin" / "python"), "-c",
+                              "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    (Path(purelib) / "cmpx").mkdir()
+    (Path(purelib) / "cmpx" / "__init__.py").write_text("__version__ = '0.0.1'\n")  # an old layout: no transport
+    result = run_cli("run", EXAMPLES / "conv.onnx", "--backend", "onnxrt", "--backend", "onnxref",
+                     "--backend", f"onnxrt@{bare_python}")
+    assert result.exit_code == 3, result.output
+    assert (f"onnxrt@{bare_python} failed during start: {bare_python / 'bin' / 'python'} (Python "
+            f"{sys.version.split()[0]}, in {bare_python}) has a cmpx without its worker (") in result.output
+    assert "install this cmpx version there, or uninstall it there" in result.output
+
+
 def test_a_framework_missing_there_is_named_with_that_python(run_cli, old_ort):
     """The openvino plugin's package is linked in like cmpx's own; OpenVINO itself is not in that environment."""
     pytest.importorskip("cmpx_openvino", reason="the example plugin: pip install -e examples/plugins/cmpx-openvino")

@@ -15,8 +15,9 @@ if TYPE_CHECKING:
 class Reporter(Protocol):
     """Receives a run's events in order: ``started`` (once the backends have loaded, with what their workers said
     about where they run: ``runtimes``), then any of the others, then ``finished`` once (also after an
-    interruption), then ``wrote`` for each report file written; ``waiting`` may also come before ``started``. A
-    reporter is made for one run, with its plan."""
+    interruption), then ``wrote`` for each report file written; ``waiting`` and ``backend_failed`` (a backend that
+    failed to start or load: said at once) may also come before ``started``. A reporter is made for one run, with
+    its plan."""
 
     def started(self, runtimes: Mapping[str, BackendRuntime]) -> None: ...
     def warning(self, message: str) -> None: ...

@@ -37,7 +37,15 @@ BOOT = (
     f"    sys.exit({CANNOT_START})\n"
     "sys.path.append(sys.argv.pop(1))\n"
     "import runpy\n"
-    "runpy.run_module(sys.argv.pop(1), run_name='__main__', alter_sys=True)\n"
+    "try:\n"
+    "    runpy.run_module(sys.argv.pop(1), run_name='__main__', alter_sys=True)\n"
+    "except ImportError as exc:\n"  # a cmpx installed there without this worker module: another version
+    "    if 'cmpx' not in '%s %s' % (getattr(exc, 'name', None), exc):\n"
+    "        raise\n"
+    f"    sys.stderr.write({CANNOT_START_PREFIX!r} + '%s (Python %s, in %s) has a cmpx without its worker (%s): "
+    "install this cmpx version there, or uninstall it there\\n' % (sys.executable, sys.version.split()[0], "
+    "sys.prefix, exc))\n"
+    f"    sys.exit({CANNOT_START})\n"
 )
 # Variables that would make another Python import this one's packages, or fail to start at all.
 NOT_PASSED_ON = ("PYTHONPATH", "PYTHONHOME", "PYTHONEXECUTABLE")
