@@ -46,5 +46,16 @@ def __getattr__(name: str) -> Any:
     if module is None:
         raise AttributeError(f"module 'cmpx' has no attribute {name!r}")
     import importlib
+    import importlib.util
 
+    if name == "hookimpl" and importlib.util.find_spec("pluggy") is None:
+        # A worker under another Python (--backend NAME@PYTHON) may lack pluggy. Hooks run only in the coordinator,
+        # so there a plugin module that holds its backend class next to its hooks needs them importable, no more.
+        return _unmarked
     return getattr(importlib.import_module(module), name)
+
+
+def _unmarked(function: Any = None, **options: Any) -> Any:
+    """``hookimpl`` where pluggy is absent: ``@cmpx.hookimpl`` and ``@cmpx.hookimpl(tryfirst=True)`` leave the
+    function as it is."""
+    return function if function is not None else (lambda f: f)

@@ -49,5 +49,11 @@ class Backend:
         backend's own format (a TensorRT engine, an OpenVINO IR) takes and returns from the backend."""
         raise NotImplementedError(f"{type(self).__name__} does not implement describe()")
 
+    def framework_version(self) -> str | None:
+        """Optional: the version of the framework this backend runs (``onnxruntime.__version__``), or None if it
+        cannot tell. Asked once after :meth:`load`; the reports show it next to the backend's name, so that a
+        report says which versions were compared (``--backend onnxrt@/opt/ort-1.20/bin/python``)."""
+        return None
+
     def close(self) -> None:
         """Release framework resources. Called once, when the run ends normally."""

@@ -17,6 +17,7 @@ from cmpx.memory import available_memory
 from cmpx.plan import RunPlan
 from cmpx.reports.reporter import Reporter
 from cmpx.results import RunResult
+from cmpx.runtimes import from_hello, labels
 from cmpx.saved.cmpx_format import RunWriter
 from cmpx.transport import runspace, supervisor
 from cmpx.transport.arena import MappingCache, ReusedSegments
@@ -66,6 +67,8 @@ def execute(plan: RunPlan, feeds: Iterator[Mapping[str, Any]] | None, reporter: 
             cleanup.push(_closer(run.outputs_writer))
         run.comparer = IterationComparer(plan, reporter, result, run.outputs_writer)
         _start_and_load(run)
+        if run.outputs_writer is not None:
+            _describe_sources(run, run.outputs_writer)
         _iterate(run, feeds)
         _close_workers(run)
     return result
@@ -125,14 +128,35 @@ def _overlap_fits(sources: Mapping[str, TensorSource]) -> bool:
 
 
 def _start_and_load(run: _Run) -> None:
-    plan = run.plan
-    if not plan.backends:
-        return
+    """Start and load every backend, then announce the run: its header names each backend with what its worker
+    said (its framework's version, its Python), so the loads are reported after it (also when interrupted while
+    loading). A failure is reported when it happens, not held back until the slowest backend has loaded."""
+    try:
+        if run.plan.backends:
+            _start(run)
+            _load(run)
+    finally:
+        run.reporter.started(run.result.runtimes)
+        for backend in run.plan.backends:
+            if backend.name in run.result.load_seconds:
+                run.reporter.loaded(backend.name, run.result.load_seconds[backend.name])
+
+
+def _start(run: _Run) -> None:
     # Starting (a fresh interpreter saying hello) is not a load or an inference: it has its own limit, so that a
     # short --timeout meant for a hanging load does not fail an interpreter that is slow to start on a busy machine.
-    start_limits = {name: max(seconds, START_TIMEOUT_SECONDS) for name, seconds in plan.timeouts.items()}
-    _collect(run, supervisor.wait_replies(run.workers.values(), "hello", "start", start_limits,
-                                          on_wait=_progress(run, "starting")))
+    start_limits = {name: max(seconds, START_TIMEOUT_SECONDS) for name, seconds in run.plan.timeouts.items()}
+    hellos = _collect(run, supervisor.wait_replies(run.workers.values(), "hello", "start", start_limits,
+                                                   on_wait=_progress(run, "starting")))
+    for backend in run.plan.backends:
+        if backend.name in hellos:
+            worker = run.workers[backend.name]
+            run.result.runtimes[backend.name] = from_hello(hellos[backend.name], backend.python is not None,
+                                                           worker.code_dir)
+
+
+def _load(run: _Run) -> None:
+    plan = run.plan
     ids = {}
     for backend in plan.backends:
         worker = run.workers[backend.name]
@@ -144,7 +168,18 @@ def _start_and_load(run: _Run) -> None:
                                       on_wait=_progress(run, "loading"))
     for name, reply in _collect(run, replies).items():
         run.result.load_seconds[name] = reply["seconds"]
-        run.reporter.loaded(name, reply["seconds"])
+        runtime = run.result.runtimes.get(name)
+        if runtime is not None:
+            runtime.framework_version = reply.get("framework_version")
+
+
+def _describe_sources(run: _Run, writer: RunWriter) -> None:
+    """Saved outputs say which framework version, under which Python, made them."""
+    shown = labels(run.plan.backends, run.result.runtimes)
+    for name, runtime in run.result.runtimes.items():
+        writer.describe(name, {"label": shown[name], "framework_version": runtime.framework_version,
+                               "python": runtime.python, "python_version": runtime.python_version,
+                               "environment": runtime.place})
 
 
 def _progress(run: _Run, phase: str):

@@ -26,6 +26,18 @@ class BackendPlan:
     transform: str | None = None  # e.g. "fp16" for --backend onnxrt:fp16
     model_path: str | None = None  # the transformed model this backend loads, once made
     suggested_tolerance: float | None = None  # offered when a comparison fails at the default tolerances
+    python: str | None = None  # the Python its worker runs under, when not the coordinator's (--backend NAME@PYTHON)
+    python_given: str | None = None  # that Python as the user named it (a path, or env:NAME)
+
+    @property
+    def short_name(self) -> str:
+        """Its name without the ``@PYTHON`` part (``onnxrt``, ``onnxrt:fp16``, ``onnxrt#2``): the reports add the
+        framework version and environment to it instead."""
+        if self.python_given is None:
+            return self.name
+        word = f"{self.spec.name}:{self.transform}" if self.transform else self.spec.name
+        number = self.name[len(word) + 1 + len(self.python_given):]  # "#2" for a repeated word
+        return word + number
 
 
 @dataclass(frozen=True)

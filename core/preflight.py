@@ -13,6 +13,7 @@ from cmpx.argtypes import PerOutput, ValueRange, check_names, check_stat, parse_
 from cmpx.comparison.compare import ComparisonSettings
 from cmpx.comparison.pairing import instance_names
 from cmpx.comparison.postprocess import Postprocess, parse_postprocess
+from cmpx.envs import resolve_python
 from cmpx.errors import PluginError, UsageError
 from cmpx.model.native import native_format
 from cmpx.outputs import check_directory_output, check_file_output
@@ -50,16 +51,19 @@ def preflight(request: RunRequest, plugins: PluginSet, settings: PluginSettings)
     """Check every option that needs neither the model nor a file (fast, and imports no framework)."""
     _check_requested_plugins(plugins, settings)
     words = _backend_words(request, plugins)
-    specs = [_backend_spec(plugins, name) for name, _ in words]
+    specs = [_backend_spec(plugins, name) for name, _, _ in words]
     _check_scalars(request)
     comparison, per_output_options = _comparison_settings(request, plugins)
     shapes = parse_input_shapes(request.input_shapes)
     default_range, ranges = parse_val_ranges(request.val_range)
     loader = _loader(request, plugins)
     _check_outputs(request)
-    names = instance_names([f"{name}:{transform}" if transform else name for name, transform in words])
-    backends = [BackendPlan(name, spec, _backend_options(spec, request.backend_options), transform)
-                for name, spec, (_, transform) in zip(names, specs, words)]
+    names = instance_names([(f"{name}:{transform}" if transform else name) + (f"@{python}" if python else "")
+                            for name, transform, python in words])
+    pythons = {python: resolve_python(python) for _, _, python in words if python}
+    backends = [BackendPlan(name, spec, _backend_options(spec, request.backend_options), transform,
+                            python=pythons.get(python), python_given=python)
+                for name, spec, (_, transform, python) in zip(names, specs, words)]
     model_format = _check_model_format(request, plugins, backends)
     return Preflight(request, plugins, settings, backends, _timeouts(request, backends), comparison,
                      per_output_options, shapes, default_range, ranges, loader, model_format,
@@ -126,19 +130,23 @@ def _check_model_format(request: RunRequest, plugins: PluginSet, backends: Seque
     return suffix
 
 
-def _backend_words(request: RunRequest, plugins: PluginSet) -> list[tuple[str, str | None]]:
-    """(backend, transform) for every --backend NAME[:TRANSFORM]; --fp16/--bf16/--int8/--fp8 give their transform
-    to the backends that declared those precision flags (TensorRT), as Polygraphy users expect."""
+def _backend_words(request: RunRequest, plugins: PluginSet) -> list[tuple[str, str | None, str | None]]:
+    """(backend, transform, python) for every --backend NAME[:TRANSFORM][@PYTHON]; --fp16/--bf16/--int8/--fp8 give
+    their transform to the backends that declared those precision flags (TensorRT), as Polygraphy users expect."""
     words = []
     for word in request.backends:
-        name, _, transform = word.partition(":")
+        backend, at, python = word.partition("@")
+        if at and not python:
+            raise UsageError(f"--backend {word}: name the Python after '@' (a path, a virtual environment's "
+                             "directory, or env:NAME from cmpx env create)")
+        name, _, transform = backend.partition(":")
         if transform and transform not in plugins.transforms:
             raise UsageError(f"--backend {word}: unknown transform {transform!r}; available: "
                              f"{', '.join(plugins.transforms.names()) or '(none)'}")
-        words.append((name, transform or None))
+        words.append((name, transform or None, python or None))
     flag = request.precision_flag
     if flag:
-        targets = [i for i, (name, transform) in enumerate(words)
+        targets = [i for i, (name, transform, _) in enumerate(words)
                    if not transform and name in plugins.backends and flag in plugins.backends.get(name).precision_flags]
         if not targets:
             takers = [spec.name for spec in plugins.backends if flag in spec.precision_flags]
@@ -147,7 +155,7 @@ def _backend_words(request: RunRequest, plugins: PluginSet) -> list[tuple[str, s
         if flag not in plugins.transforms:
             raise UsageError(f"--{flag}: no {flag} transform is registered (see 'cmpx plugins')")
         for index in targets:
-            words[index] = (words[index][0], flag)
+            words[index] = (words[index][0], flag, words[index][2])
     if request.calibration_iterations < 1:
         raise UsageError(f"--calibration-iterations {request.calibration_iterations}: use at least 1")
     return words

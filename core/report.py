@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from cmpx.errors import BackendFailed
     from cmpx.plan import RunPlan
     from cmpx.results import Divergence, NonFinite, PairResult, PairTally, RunResult
+    from cmpx.runtimes import BackendRuntime
 
 
 @dataclass
@@ -56,6 +57,19 @@ class Report:
     def backends(self) -> list[str]:
         """Every backend of the run, live then saved, in the order that decides the default pairs."""
         return self.plan.names
+
+    @property
+    def runtimes(self) -> dict[str, BackendRuntime]:
+        """Where each live backend ran, by name: ``framework_version``, ``python``, ``python_version``, ``place`` (its
+        environment), ``separate`` (another Python, as asked with ``NAME@PYTHON``), ``linked`` (it ran this cmpx's
+        worker code, linked in); a backend that failed to start has none."""
+        return self.result.runtimes
+
+    def label(self, backend: str) -> str:
+        """How the reports name a live backend: ``onnxrt 1.32.0``, ``onnxrt 1.20.1 (/opt/ort-1.20)``."""
+        from cmpx.runtimes import labels
+
+        return labels(self.plan.backends, self.result.runtimes).get(backend, backend)
 
     @property
     def tallies(self) -> list[PairTally]:
@@ -107,7 +121,7 @@ class Report:
 
         lines: list[str] = []
         reporter = TextReporter(self.plan, lines.append, verbosity=verbosity)
-        reporter.started()
+        reporter.started(self.result.runtimes)
         for warning in self.warnings:
             reporter.warning(warning)
         for name, seconds in self.result.load_seconds.items():

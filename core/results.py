@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from cmpx.errors import BackendFailed
+    from cmpx.runtimes import BackendRuntime
 
 RETAINED_OUTPUTS = 20_000  # per-iteration output results kept in memory (each holds a few KB of statistics)
 FAILING_ITERATIONS_LISTED = 1_000  # iteration numbers kept per pair to say which iterations failed
@@ -174,6 +175,7 @@ class RunResult:
     failures: dict[str, BackendFailed] = field(default_factory=dict)
     load_seconds: dict[str, float] = field(default_factory=dict)
     infer_seconds: dict[str, Timing] = field(default_factory=dict)
+    runtimes: dict[str, BackendRuntime] = field(default_factory=dict)  # where each live backend ran, and versions
     iterations: int = 0
     retain_outputs: int = field(default_factory=lambda: RETAINED_OUTPUTS)
     values: list[tuple[str, int, list[Any]]] = field(default_factory=list)  # (backend, iteration, ValueStats)

@@ -66,7 +66,9 @@ def _option(name: str, kind: str, group: str, help: str, *, flags: tuple[str, ..
 
 RUN_OPTIONS: tuple[RunOption, ...] = (
     _option("backends", WORDS, BACKENDS, "a backend to run, in order; repeat for each; NAME:TRANSFORM runs it on a "
-            "transformed model (onnxrt:fp16)", flags=("--backend",), metavar="NAME"),
+            "transformed model (onnxrt:fp16); NAME@PYTHON runs its worker under another Python, to compare framework "
+            "versions (onnxrt@/opt/ort-1.20/bin/python, onnxrt@env:ENV from 'cmpx env create')",
+            flags=("--backend",), metavar="NAME"),
     _option("reference", TEXT, BACKENDS, "compare every other backend against this one (e.g. onnxref, or onnxrt#2)",
             metavar="NAME"),
     _option("load_outputs", WORDS, BACKENDS, "add saved outputs as backends after the live ones (named "

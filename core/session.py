@@ -2,6 +2,7 @@
 
     preflight   check every option that needs neither the model nor a file            (cmpx.preflight)
     start       take a worker per backend from the pool; each imports its framework   (cmpx.transport.pool)
+                (under another Python for NAME@PYTHON, the worker code linked in)     (cmpx.transport.foreign)
     describe    a model in a backend's own format is described by that backend        (cmpx.transport.describing)
     plan        read the model and saved runs, make data and transformed models       (cmpx.planner)
     execute     load, infer, compare iteration by iteration                           (cmpx.execution)
@@ -13,7 +14,8 @@ The session holds what it started from ``start`` on, and releases all of it when
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from cmpx.errors import OutputFailed, RunInterrupted
@@ -25,7 +27,7 @@ from cmpx.transport import runspace
 from cmpx.transport.pool import WorkerPool, release_workers
 
 if TYPE_CHECKING:
-    from cmpx.plan import RunPlan
+    from cmpx.plan import BackendPlan, RunPlan
     from cmpx.plugins import PluginSet, PluginSettings
     from cmpx.request import RunRequest
     from cmpx.transport.supervisor import Worker
@@ -56,6 +58,7 @@ class Session:
         self.workers: dict[str, Worker] = {}
         self.reporter: Reporter | None = None
         self.space: runspace.RunSpace | None = None
+        self._scratch: str | None = None
 
     def __enter__(self) -> Session:
         return self
@@ -74,9 +77,11 @@ class Session:
             check_plotting()
         runspace.sweep_orphans()  # what dead runs of this user left behind
         self.space = runspace.RunSpace()
+        self._scratch = self.space.scratch_directory()  # transformed models, worker code for other Pythons
         # The workers start now, before anything heavy is imported here, and import their frameworks while this
         # process reads the model and makes data; if that finds a problem they are stopped before loading anything.
-        self.workers = (self.pool or WorkerPool()).assign(checked.backends, self.settings)
+        self.workers = (self.pool or WorkerPool()).assign(checked.backends, self.settings,
+                                                          self._worker_code(checked.backends))
         described = None
         if checked.model_format is not None:  # a model in its backends' own format: the first one describes it
             from cmpx.transport.describing import describe_model
@@ -84,8 +89,7 @@ class Session:
             first = checked.backends[0]
             described = describe_model(self.workers[first.name], first, self.request.model,
                                        checked.timeouts[first.name])
-        plan, feeds = build_plan(checked, warn=self._warn, scratch=self.space.scratch_directory(),
-                                 described=described)
+        plan, feeds = build_plan(checked, warn=self._warn, scratch=self._scratch, described=described)
         from cmpx.execution import execute
         from cmpx.results import RunResult
 
@@ -96,7 +100,6 @@ class Session:
 
             stream = JsonReportWriter(self.request.report_json, plan)
         self.reporter = Reporters(*([stream] if stream else []), shown, _WarningsKept(self.warnings))
-        self.reporter.started()
         result = RunResult()
         try:
             execute(plan, feeds, self.reporter, self.workers, result, self.space.prefix)
@@ -132,6 +135,18 @@ class Session:
         shown.finished(report)
         for what, path in written:
             shown.wrote(what, path)
+
+    def _worker_code(self, backends: Sequence[BackendPlan]) -> str | None:
+        """For backends under another Python: a directory in this run's scratch space linking the worker code they
+        import from here (used where cmpx is not installed there; see cmpx.transport.foreign)."""
+        elsewhere = [backend for backend in backends if backend.python is not None]
+        if not elsewhere:
+            return None
+        from cmpx.transport.foreign import link_worker_code, worker_modules
+
+        directory = os.path.join(self._scratch, "worker-code")
+        link_worker_code(directory, worker_modules(elsewhere, self.settings))
+        return directory
 
     def _warn(self, message: str) -> None:
         self.warnings.append(message)

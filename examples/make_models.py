@@ -15,6 +15,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 OPSET = 17
 
 
+def _model(graph: onnx.GraphProto) -> onnx.ModelProto:
+    """The model with the oldest IR version its opset allows, not this onnx's newest: older ONNX Runtimes refuse
+    newer IR versions, and the examples should load on them too (compare versions: see the README)."""
+    opsets = [helper.make_opsetid("", OPSET)]
+    return helper.make_model(graph, opset_imports=opsets, ir_version=helper.find_min_ir_version_for(opsets))
+
+
 def conv_model() -> onnx.ModelProto:
     """X[1,3,8,8] -> Conv(3->4, 3x3, pad 1) -> Relu -> Y, plus a global average pool output Z."""
     rng = np.random.default_rng(0)
@@ -31,7 +38,7 @@ def conv_model() -> onnx.ModelProto:
         [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [1, 4, 8, 8]),
          helper.make_tensor_value_info("Z", TensorProto.FLOAT, [1, 4, 1, 1])],
         [weight, bias])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+    return _model(graph)
 
 
 def dynamic_identity_model() -> onnx.ModelProto:
@@ -40,7 +47,7 @@ def dynamic_identity_model() -> onnx.ModelProto:
         [helper.make_node("Identity", ["X"], ["Y"], name="identity0")], "dynamic_identity",
         [helper.make_tensor_value_info("X", TensorProto.FLOAT, ["N", 2, "H", "W"])],
         [helper.make_tensor_value_info("Y", TensorProto.FLOAT, ["N", 2, "H", "W"])])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+    return _model(graph)
 
 
 def main() -> None:

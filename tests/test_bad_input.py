@@ -81,6 +81,14 @@ CASES = [
     (EXAMPLE, ("--backend", "nope", "--backend", "onnxrt"), "unknown backend 'nope'; available: onnxref, onnxrt"),
     (EXAMPLE, (), "cmpx run needs a --backend to run, or at least two saved runs to compare"),
     (EXAMPLE, (*OK, "--reference", "trt"), "--reference 'trt' is not one of this run's backends: onnxrt, onnxref"),
+    # backends under another Python
+    (EXAMPLE, (*OK, "--backend", "onnxrt@"), "--backend onnxrt@: name the Python after '@'"),
+    (EXAMPLE, (*OK, "--backend", "onnxrt@{tmp}/no/bin/python"), "no/bin/python is not an executable Python"),
+    (EXAMPLE, (*OK, "--backend", "onnxrt@{tmp}/garbage.bin"), "garbage.bin is not an executable Python"),
+    (EXAMPLE, (*OK, "--backend", "onnxrt@no-such-python3.99"), "no Python 'no-such-python3.99' on the PATH"),
+    (EXAMPLE, (*OK, "--backend", "onnxrt@env:never-made"), "make it with: cmpx env create never-made"),
+    (EXAMPLE, (*OK, "--backend", "onnxrt@env:../x"), "'../x' is not an environment name"),
+    (EXAMPLE, (*OK, "--backend", "nope@env:x"), "unknown backend 'nope'"),
     # input shapes
     (EXAMPLE, (*OK, "--input-shapes", "X:3x128"), "the accepted form is NAME:[D0,D1,...]"),
     (EXAMPLE, (*OK, "--input-shapes", "Q:[1,3,8,8]"), "'Q' is not one of the model inputs: X"),

@@ -10,12 +10,12 @@ import pytest
 
 from conftest import REPO
 
-NUMBER = re.compile(r"(?<![\w.])-?\d+(\.\d+)?(e[-+]?\d+)?(?![\w.])")
+NUMBER = re.compile(r"(?<![\w.])-?\d+(\.\d+)*(e[-+]?\d+)?(?![\w.])")
 
 
 def _masked(text: str) -> list[str]:
-    """Lines with every number replaced by N (timings and the last digits of errors vary by machine), and
-    spaces collapsed (column widths follow the numbers)."""
+    """Lines with every number replaced by N (timings, the last digits of errors and the frameworks' versions vary by
+    machine), and spaces collapsed (column widths follow the numbers)."""
     return [" ".join(NUMBER.sub("N", line).split()) for line in text.strip().splitlines()]
 
 

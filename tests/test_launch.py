@@ -9,6 +9,8 @@ from types import SimpleNamespace
 
 import pytest
 
+import cmpx
+
 from cmpx.cli.argv import prescan
 from cmpx.plugins import PluginSettings, make_plugin_manager
 from cmpx.testing.leaks import worker_processes
@@ -32,6 +34,8 @@ EXAMPLE = str(REPO / "examples" / "models" / "conv.onnx")
     (["-p", "run", "plugins", "--backend", "x"], 0),  # "run" is -p's value; the command is plugins
     (["--help"], 0),
     ([], 0),
+    (["run", "m.onnx", "--backend", "onnxrt", "--backend", "onnxrt@/opt/ort/bin/python"], 1),  # no spare for it
+    (["run", "m.onnx", "--backend=onnxrt@env:old", "--backend", "onnxref"], 1),
 ])
 def test_the_prescan_counts_the_backends_of_a_run_command_only(args, expected):
     assert prescan(args).backends == expected
@@ -45,7 +49,8 @@ def test_the_prescan_finds_plugins_and_debug_up_to_a_double_dash():
 
 def _backends(*names: str) -> list[SimpleNamespace]:
     plugins = make_plugin_manager()
-    return [SimpleNamespace(name=f"{name}#{i}", spec=plugins.backends.get(name)) for i, name in enumerate(names)]
+    return [SimpleNamespace(name=f"{name}#{i}", spec=plugins.backends.get(name), python=None)
+            for i, name in enumerate(names)]
 
 
 def test_spares_become_the_backends_workers_and_run_them():
@@ -74,6 +79,24 @@ def test_spares_started_with_another_environment_are_not_used_and_are_stopped():
     try:
         assert [worker.process.pid for worker in workers.values()] != [spare]
         assert spare not in worker_processes()
+    finally:
+        release_workers(workers)
+    assert worker_processes() == []
+
+
+def test_a_backend_under_another_python_gets_a_fresh_worker_of_that_python_not_a_spare(tmp_path):
+    pool = WorkerPool(1)
+    spare = pool._spares[0].process.pid
+    backend, = _backends("onnxrt")
+    backend.python = sys.executable  # "another" Python that has cmpx installed: its own cmpx runs, nothing linked
+    workers = pool.assign([backend], PluginSettings(), str(tmp_path))
+    try:
+        worker = workers[backend.name]
+        assert worker.process.pid != spare and worker.python == sys.executable
+        assert worker.process.args[:2] == [sys.executable, "-c"] and "cmpx.transport.worker" in worker.process.args
+        assert worker_processes() == [worker.process.pid]  # found like any worker, and the spare is stopped
+        hello = supervisor.wait_replies([worker], "hello", "start", 60)[backend.name]
+        assert hello["python"] == sys.executable and hello["cmpx"] == os.path.dirname(cmpx.__file__)
     finally:
         release_workers(workers)
     assert worker_processes() == []

@@ -26,6 +26,10 @@ class OnnxrefBackend(Backend):
         outputs = self.evaluator.run(None, feeds)
         return dict(zip(self.output_names, outputs))
 
+    def framework_version(self) -> str:
+        """The reference evaluator is part of the onnx package: its version."""
+        return onnx.__version__
+
 
 class OpsetConversionError(ValueError):
     pass

@@ -73,5 +73,8 @@ class OnnxrtBackend(Backend):
         self._shapes_by_inputs[signature] = {name: tuple(array.shape) for name, array in results.items()}
         return results
 
+    def framework_version(self) -> str:
+        return onnxruntime.__version__
+
     def close(self) -> None:
         self.session = None

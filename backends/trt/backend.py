@@ -214,6 +214,9 @@ class TrtBackend(cmpx.Backend):
             self.device_buffers[name] = buffer
         return buffer[0]
 
+    def framework_version(self) -> str:
+        return self.trt.__version__
+
     def close(self) -> None:
         self.pinned.clear()
         self.device_buffers.clear()

@@ -53,7 +53,8 @@ class Prescan:
 
 def prescan(args: Sequence[str]) -> Prescan:
     """One pass over ``args``, up to ``--``: every value of ``-p X``, ``-pX``, ``--plugin X``, ``--plugin=X``; any
-    ``--debug``; and the number of ``--backend`` options if the command is ``run`` (without ``--help``)."""
+    ``--debug``; and the number of ``--backend`` options if the command is ``run`` (without ``--help``), leaving out
+    those under another Python (``NAME@PYTHON``), which a spare started with this Python cannot serve."""
     words = list(args[:args.index("--")] if "--" in args else args)
     plugins = []
     for i, word in enumerate(words):
@@ -72,4 +73,7 @@ def _backends_to_run(words: Sequence[str]) -> int:
         i += 2 if words[i] in ("-p", "--plugin") else 1
     if i >= len(words) or words[i] != "run" or "-h" in words or "--help" in words:
         return 0
-    return sum(1 for word in words[i + 1:] if word == "--backend" or word.startswith("--backend="))
+    rest = words[i + 1:]
+    values = [rest[j + 1] for j, word in enumerate(rest[:-1]) if word == "--backend"]
+    values += [word[len("--backend="):] for word in rest if word.startswith("--backend=")]
+    return sum(1 for value in values if "@" not in value)  # NAME@PYTHON runs under another Python: no spare

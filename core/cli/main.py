@@ -13,6 +13,7 @@ import click
 
 from cmpx import __version__
 from cmpx.cli.argv import Prescan, prescan
+from cmpx.cli.env_cmd import env_group
 from cmpx.cli.sweep_cmd import sweep_command
 from cmpx.errors import CmpxError, ExitCode, RunInterrupted, exit_code_of
 from cmpx.plugins import PluginSet, PluginSettings, make_plugin_manager
@@ -152,3 +153,6 @@ def tensors_command(model: str) -> None:
     from cmpx.cli.tensors_cmd import show_tensors
 
     show_tensors(model, invocation(click.get_current_context()).plugins)
+
+
+cli.add_command(env_group)

@@ -44,7 +44,14 @@ class TensorGraph:
 
 def load_structure(model_path: str):
     """The ModelProto without external weights, with inferred shapes and types where possible."""
-    import onnx
+    try:
+        import onnx
+    except ModuleNotFoundError as exc:  # a worker under another Python (--backend NAME@PYTHON) may lack it
+        import sys
+
+        raise ModuleNotFoundError(f"marking tensors (--mark-all, --onnx-outputs) needs the onnx package, and "
+                                  f"{sys.executable} (in {sys.prefix}) has none; install it there",
+                                  name=exc.name) from None
 
     model = onnx.load(model_path, load_external_data=False)
     try:

@@ -18,6 +18,7 @@ from cmpx.errors import BackendCrashed, BackendFailed, BackendTimeout, OutputFai
 from cmpx.outputs import AtomicFile
 from cmpx.reports.reporter import SilentReporter
 from cmpx.results import PairResult, PairTally
+from cmpx.runtimes import labels
 
 if TYPE_CHECKING:
     from cmpx.plan import RunPlan
@@ -38,17 +39,22 @@ def document_head(plan: RunPlan) -> dict[str, Any]:
 
 def document_tail(report: Report) -> dict[str, Any]:
     plan, result = report.plan, report.result
+    shown = labels(plan.backends, result.runtimes)
     backends: list[dict[str, Any]] = []
     for b in [*plan.backends, *(backend for backend, _ in plan.dropped)]:
         timing = result.infer_seconds.get(b.name)
-        backends.append({"name": b.name, "kind": "live", "backend": b.spec.name, "options": dict(b.options),
-                         "transform": b.transform, "load_seconds": result.load_seconds.get(b.name),
+        runtime = result.runtimes.get(b.name)
+        backends.append({"name": b.name, "label": shown[b.name], "kind": "live", "backend": b.spec.name,
+                         "options": dict(b.options), "transform": b.transform,
+                         "framework_version": runtime.framework_version if runtime else None,
+                         "python_given": b.python_given, "runtime": runtime.to_dict() if runtime else None,
+                         "load_seconds": result.load_seconds.get(b.name),
                          "infer_seconds": None if timing is None else {
                              "count": timing.count, "mean": timing.mean, "min": timing.fastest,
                              "max": timing.slowest},
                          "failure": failure_record(result.failures.get(b.name))})
-    backends += [{"name": b.name, "kind": "saved", "path": b.path, "iterations": len(b.source)}
-                 for b in plan.saved_backends]
+    backends += [{"name": b.name, "kind": "saved", "path": b.path, "iterations": len(b.source),
+                  "saved_by": getattr(b.source, "about", None)} for b in plan.saved_backends]
     return {
         "exit_code": int(report.exit_code), "passed": report.passed, "interrupted": report.interrupted,
         "iterations": result.iterations, "stopped_early": result.stopped_early, "backends": backends,
@@ -71,7 +77,7 @@ class JsonReportWriter(SilentReporter):
         self._count = 0
         self._error: OutputFailed | None = None
 
-    def started(self) -> None:
+    def started(self, runtimes: Any = None) -> None:
         try:
             self._target = AtomicFile("--report-json", self.path)
         except OutputFailed as exc:

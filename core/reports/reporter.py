@@ -2,21 +2,25 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from cmpx.comparison.values import ValueStats
     from cmpx.errors import BackendFailed
+    from cmpx.runtimes import BackendRuntime
     from cmpx.report import Report
     from cmpx.results import NonFinite, PairResult
 
 
 class Reporter(Protocol):
-    """Receives a run's events in order: ``started``, then any of the others, then ``finished`` once (also after
-    an interruption), then ``wrote`` for each report file written. A reporter is made for one run, with its
-    plan."""
+    """Receives a run's events in order: ``started`` (once the backends have loaded, with what their workers said
+    about where they run: ``runtimes``), then any of the others, then ``finished`` once (also after an
+    interruption), then ``wrote`` for each report file written; ``waiting`` and ``backend_failed`` (a backend that
+    failed to start or load: said at once) may also come before ``started``. A reporter is made for one run, with
+    its plan."""
 
-    def started(self) -> None: ...
+    def started(self, runtimes: Mapping[str, BackendRuntime]) -> None: ...
     def warning(self, message: str) -> None: ...
     def waiting(self, phase: str, pending: list[str], elapsed: float, status: dict[str, str]) -> None: ...
     def loaded(self, backend: str, seconds: float) -> None: ...
@@ -32,7 +36,7 @@ class Reporter(Protocol):
 class SilentReporter:
     """Reports nothing: the Python API's default (the returned Report holds everything)."""
 
-    def started(self) -> None:
+    def started(self, runtimes: Mapping[str, BackendRuntime]) -> None:
         pass
 
     def warning(self, message: str) -> None:
@@ -72,9 +76,9 @@ class Reporters:
     def __init__(self, *reporters: Reporter):
         self.reporters = reporters
 
-    def started(self) -> None:
+    def started(self, runtimes: Mapping[str, BackendRuntime]) -> None:
         for reporter in self.reporters:
-            reporter.started()
+            reporter.started(runtimes)
 
     def warning(self, message: str) -> None:
         for reporter in self.reporters:

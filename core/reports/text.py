@@ -6,17 +6,19 @@ statistics, histogram and worst elements for failing ones); -v adds the statisti
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from cmpx import __version__
 from cmpx.errors import BackendCrashed, BackendFailed, ExitCode
 from cmpx.reports.terminal import Progress, paint
 from cmpx.results import NonFinite, OutputResult, PairResult, PairTally
+from cmpx.runtimes import labels, linked_note
 
 if TYPE_CHECKING:
     from cmpx.plan import RunPlan
     from cmpx.report import Report
+    from cmpx.runtimes import BackendRuntime
 
 DETAIL_INDENT = "        "
 QUIET, NORMAL, VERBOSE, VERY_VERBOSE = 0, 1, 2, 3
@@ -42,18 +44,31 @@ class TextReporter:
                                    and plan.comparison.atol.default == plan.comparison.rtol.default == 1e-5)
         self.marking = plan.graph is not None
         self.show_unmatched = plan.show_unmatched
+        self.labels: dict[str, str] = {}  # each live backend with its framework's version (the header, the summary)
+        self.shown: dict[str, str] = {}  # the name used line by line: a backend under another Python by its label
+
+    def name(self, backend: str) -> str:
+        return self.shown.get(backend, backend)
 
     def say(self, text: str, word: str | None = None) -> None:
         self.progress.clear()
         self.echo(paint(text, word, self.colour) if word else text)
 
-    def started(self) -> None:
+    def started(self, runtimes: Mapping[str, BackendRuntime]) -> None:
+        """The header, once the backends have loaded: each backend with its framework's version (and environment,
+        for one under another Python), then where each backend under another Python ran."""
         plan = self.plan
+        self.labels = labels(plan.backends, runtimes)
+        self.shown = {b.name: self.labels[b.name] for b in plan.backends if b.python is not None}
         model = plan.model.path if plan.model else "saved runs"
         iterations = f"{plan.iterations} iteration(s)" if plan.iterations else "iterations: all the data"
         marked = f" | {len(plan.mark)} marked tensor(s)" if plan.mark else ""
+        names = [self.labels[b.name] for b in plan.backends] + [_saved_label(b) for b in plan.saved_backends]
         if self.verbosity > QUIET:
-            self.say(f"cmpx {__version__} | {model} | backends: {', '.join(plan.names)} | {iterations}{marked}")
+            self.say(f"cmpx {__version__} | {model} | backends: {', '.join(names)} | {iterations}{marked}")
+            for backend in plan.backends:
+                if backend.python is not None and backend.name in runtimes:
+                    self.say(f"  {linked_note(backend, runtimes[backend.name])}")
 
     def waiting(self, phase: str, pending: list[str], elapsed: float, status: dict[str, str] | None = None) -> None:
         """Backends still busy in ``phase``; ``status``: what some of them said they are doing."""
@@ -72,7 +87,7 @@ class TextReporter:
 
     def loaded(self, backend: str, seconds: float) -> None:
         if self.verbosity > QUIET:
-            self.say(f"loaded {backend} in {seconds:.3f} s")
+            self.say(f"loaded {self.name(backend)} in {seconds:.3f} s")
 
     def backend_failed(self, error: BackendFailed) -> None:
         self.say(f"ERROR   {error}", "ERROR")
@@ -85,8 +100,8 @@ class TextReporter:
         if self.verbosity == QUIET and pair.passed:
             return
         compared = [o for o in pair.outputs if not o.failed_early]
-        self.say(f"[iteration {pair.iteration}] {pair.backend} vs {pair.reference} (reference): {len(compared)} "
-                 f"output(s), {sum(o.elements for o in compared)} element(s) compared")
+        self.say(f"[iteration {pair.iteration}] {self.name(pair.backend)} vs {self.name(pair.reference)} (reference): "
+                 f"{len(compared)} output(s), {sum(o.elements for o in compared)} element(s) compared")
         for output in pair.outputs:
             if self.verbosity == QUIET and output.passed:
                 continue
@@ -133,9 +148,10 @@ class TextReporter:
         result = report.result
         self.say("Summary (interrupted: what finished)" if report.interrupted else "Summary")
         for tally in result.tallies.values():
-            self.say(f"  {tally.backend} vs {tally.reference}: {_pair_line(tally)}")
+            self.say(f"  {self.name(tally.backend)} vs {self.name(tally.reference)}: {_pair_line(tally)}")
         if self.plan.single:
-            self.say(f"  one backend, {self.plan.names[0]}: its outputs were described and checked, not compared")
+            self.say(f"  one backend, {self.name(self.plan.names[0])}: its outputs were described and checked, not "
+                     "compared")
         elif not result.tallies:
             self.say("  nothing was compared", "FAILED")
         for saved in self.plan.saved_backends:
@@ -143,11 +159,13 @@ class TextReporter:
                 self.say(f"  {saved.name}: {result.iterations} of its {len(saved.source)} iteration(s) compared "
                          f"(give --iterations {len(saved.source)} or --load-inputs of the run that saved it)")
         if result.load_seconds:
-            self.say("  backend        load s   mean infer s")
-            for name in [b.name for b in self.plan.backends if b.name in result.load_seconds]:  # command-line order
+            loaded = [b.name for b in self.plan.backends if b.name in result.load_seconds]  # command-line order
+            width = max(14, *(len(self.labels.get(name, name)) for name in loaded))
+            self.say(f"  {'backend':<{width}} load s   mean infer s")
+            for name in loaded:
                 seconds, timing = result.load_seconds[name], result.infer_seconds.get(name)
                 mean = f"{timing.mean:13.4f}" if timing is not None and timing.mean is not None else "            -"
-                self.say(f"  {name:<14} {seconds:6.3f}  {mean}")
+                self.say(f"  {self.labels.get(name, name):<{width}} {seconds:6.3f}  {mean}")
         if result.non_finite:
             self.say(f"  --validate: {len(result.non_finite)} output(s) with NaN or Inf")
         if result.stopped_early:
@@ -176,6 +194,12 @@ class TextReporter:
 
     def wrote(self, what: str, path: str) -> None:
         self.say(f"wrote {what} to {path}")
+
+
+def _saved_label(saved) -> str:
+    """A saved run's backend, with what made it where the run says so: ``onnxrt@golden (saved by onnxrt 1.20.1)``."""
+    about = getattr(saved.source, "about", None) or {}
+    return f"{saved.name} (saved by {about['label']})" if about.get("label") else saved.name
 
 
 def _pair_line(tally: PairTally) -> str:

@@ -5,7 +5,9 @@
                             then one line per source and iteration:
                             {"source": "onnxrt", "iteration": 0, "input_digest": "blake2b:...",
                              "tensors": [{"name": "Y", "file": "0/0/0.npy", "dtype": "float32",
-                                          "shape": [1, 4, 8, 8]}, ...]}
+                                          "shape": [1, 4, 8, 8]}, ...],
+                             "backend": {"label": "onnxrt 1.32.0", "framework_version": "1.32.0",
+                                         "python": ..., "python_version": ..., "environment": ...}}
                             and a last line {"complete": true, "iterations": N} once the run finished
     RUN/<source #>/<iteration>/<tensor #>.npy
 
@@ -51,6 +53,7 @@ class RunWriter:
         self.option = option
         self.iterations = 0
         self._sources: dict[str, int] = {}
+        self._about: dict[str, dict[str, Any]] = {}
         self._pending: dict[tuple[str, int], list[dict[str, Any]]] = {}
         self._manifest = None
         with self._writing():
@@ -93,12 +96,19 @@ class RunWriter:
                 raise
         entries.append({"name": name, "file": relative, "dtype": array.dtype.name, "shape": list(array.shape)})
 
+    def describe(self, source: str, about: Mapping[str, Any]) -> None:
+        """What made ``source``'s outputs (its framework's version, its Python), recorded with each of its lines."""
+        self._about[source] = dict(about)
+
     def finish_iteration(self, iteration: int, input_digest: str | None) -> None:
         with self._writing():
             for (source, number), entries in list(self._pending.items()):
                 if number == iteration:
-                    self._line({"source": source, "iteration": iteration, "input_digest": input_digest,
-                                "tensors": entries})
+                    record = {"source": source, "iteration": iteration, "input_digest": input_digest,
+                              "tensors": entries}
+                    if source in self._about:
+                        record["backend"] = self._about[source]
+                    self._line(record)
                     del self._pending[(source, number)]
         self.iterations = iteration + 1
 
@@ -172,6 +182,8 @@ def read_cmpx_run(path: str) -> SavedFile:
         source.loaders.append(lambda tensors=tensors: LazyTensors({name: (file, dtype) for name, file, dtype, _ in
                                                                    tensors}, path))
         source.digests.append(record.get("input_digest"))
+        if isinstance(record.get("backend"), dict) and source.about is None:
+            source.about = record["backend"]
     return SavedFile(path, header.get("kind", "outputs"), list(sources.values()), complete=complete)
 
 

@@ -15,6 +15,7 @@ class SavedSource:
     name: str  # the backend that produced it, or "inputs"
     loaders: list[Callable[[], Tensors]] = field(default_factory=list)  # one per iteration
     digests: list[str | None] = field(default_factory=list)  # digest of the inputs of each iteration
+    about: dict[str, Any] | None = None  # what made these outputs (framework version, Python), where saved
 
     def __len__(self) -> int:
         return len(self.loaders)

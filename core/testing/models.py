@@ -10,8 +10,10 @@ OPSET = 17
 
 
 def _model(nodes, inputs, outputs, initializers=()):
+    """The model, with the oldest IR version its opset allows (older ONNX Runtimes refuse newer ones)."""
     graph = helper.make_graph(nodes, "test", inputs, outputs, list(initializers))
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+    opsets = [helper.make_opsetid("", OPSET)]
+    model = helper.make_model(graph, opset_imports=opsets, ir_version=helper.find_min_ir_version_for(opsets))
     onnx.checker.check_model(model)
     return model
 

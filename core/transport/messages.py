@@ -2,16 +2,16 @@
 
 Coordinator -> worker: ``setup`` (first; no reply), ``describe`` (load a model in the backend's own format and say
 its inputs and outputs), ``load``, ``infer``, ``close``.
-Worker -> coordinator: ``hello`` (on start, with the protocol version it speaks), ``progress`` (a status text, any
-time; no reply), ``described``, ``ready`` (after load), ``result`` (after infer), ``error`` (an exception: type,
-message, traceback), ``bye`` (after close).
+Worker -> coordinator: ``hello`` (on start, with the protocol version it speaks and the Python it runs on),
+``progress`` (a status text, any time; no reply), ``described``, ``ready`` (after load, with the framework's version),
+``result`` (after infer), ``error`` (an exception: type, message, traceback), ``bye`` (after close).
 """
 
 from __future__ import annotations
 
 from typing import Any, Literal, TypedDict
 
-PROTOCOL_VERSION = 3
+PROTOCOL_VERSION = 4
 
 
 class PluginsMessage(TypedDict):
@@ -70,6 +70,12 @@ class Hello(TypedDict):
     op: Literal["hello"]
     pid: int
     protocol: int
+    python: str  # the worker's interpreter (sys.executable)
+    python_version: str  # "3.11.7"
+    prefix: str  # its environment (sys.prefix)
+    venv: bool  # the environment is a virtual environment
+    cmpx: str  # the directory of the cmpx package the worker runs (installed there, or linked in by the coordinator)
+    cmpx_version: str
 
 
 class Progress(TypedDict):
@@ -89,6 +95,7 @@ class Ready(TypedDict):
     op: Literal["ready"]
     id: int
     seconds: float
+    framework_version: str | None  # Backend.framework_version()
 
 
 class Result(TypedDict):

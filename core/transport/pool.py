@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from cmpx.transport import supervisor
+from cmpx.transport.foreign import foreign_environment
 from cmpx.transport.idle_threads import quiet_idle_threads
 from cmpx.transport.supervisor import Worker
 
@@ -45,15 +46,23 @@ class WorkerPool:
     def spares(self) -> int:
         return len(self._spares)
 
-    def assign(self, backends: Sequence[BackendPlan], settings: PluginSettings) -> dict[str, Worker]:
+    def assign(self, backends: Sequence[BackendPlan], settings: PluginSettings,
+               code_dir: str | None = None) -> dict[str, Worker]:
         """A worker per backend, each told its backend at once (it imports it while the coordinator reads the
-        model). The caller owns the workers returned and must ``release_workers`` them; spares left over are
-        released now, since a run takes all the workers it needs at once."""
+        model). A backend with a Python of its own (``backend.python``) gets a fresh worker under that Python, never
+        a spare, with the worker code linked into ``code_dir`` (cmpx.transport.foreign). The caller owns the
+        workers returned and must ``release_workers`` them; spares left over are released now, since a run takes all
+        the workers it needs at once."""
         env = worker_environment()
         workers: dict[str, Worker] = {}
         try:
             for backend in backends:
-                worker = self._spares.pop(0) if self._spares and env == self.env else supervisor.spawn_worker(env)
+                if backend.python is not None:
+                    worker = supervisor.spawn_worker(foreign_environment(env), backend.python, code_dir)
+                elif self._spares and env == self.env:
+                    worker = self._spares.pop(0)
+                else:
+                    worker = supervisor.spawn_worker(env)
                 workers[backend.name] = supervisor.assign(worker, backend, settings)
         except BaseException:
             release_workers(workers)

@@ -1,7 +1,7 @@
 """Start backend workers and wait for their answers, seeing a death the moment it happens.
 
-Each worker is a fresh interpreter (``python -m cmpx.transport.worker``), never a fork of the coordinator, in its own
-session so that Ctrl-C reaches only the coordinator, which then stops the workers itself. The coordinator
+Each worker is a fresh interpreter (``python -m cmpx.transport.worker``; another Python for ``--backend NAME@PYTHON``,
+see cmpx.transport.foreign), never a fork of the coordinator, in its own session so that Ctrl-C reaches only the coordinator, which then stops the workers itself. The coordinator
 waits on every worker's pipe and process descriptor (pidfd) at once with one selector, so a crash is noticed
 when it happens, not at the next poll; each request has its own deadline.
 """
@@ -22,7 +22,9 @@ from typing import IO, TYPE_CHECKING, Any
 
 from cmpx.errors import BackendCrashed, BackendFailed, BackendTimeout, ProtocolError, RemoteTraceback
 from cmpx.transport import protocol
+from cmpx.transport.foreign import worker_command
 from cmpx.transport.messages import Load, Setup, ToWorker
+from cmpx.transport.worker import CANNOT_START, CANNOT_START_PREFIX
 
 if TYPE_CHECKING:
     from cmpx.plan import BackendPlan
@@ -48,6 +50,8 @@ class Worker:
     inbox: list[dict[str, Any]] = field(default_factory=list)
     status: str = ""  # the backend's latest progress text while a request is pending
     failure: BackendFailed | None = None
+    python: str | None = None  # another Python than the coordinator's (--backend NAME@PYTHON)
+    code_dir: str | None = None  # where the coordinator linked its worker code for that Python
     eof: bool = False  # the worker closed its end of the pipe
     exited: bool = False  # its process descriptor reported the exit
     closed: bool = False
@@ -72,17 +76,19 @@ class Worker:
         return os.pread(fd, os.fstat(fd).st_size, 0).decode("utf-8", "replace")
 
 
-def spawn_worker(env: dict[str, str] | None = None) -> Worker:
-    """Start one worker process that does not know its backend yet (see ``assign``). Must run on the main
-    thread (the worker dies with the thread that forked it)."""
+def spawn_worker(env: dict[str, str] | None = None, python: str | None = None, code_dir: str | None = None) -> Worker:
+    """Start one worker process that does not know its backend yet (see ``assign``): under this Python, or under
+    ``python`` with the worker code linked into ``code_dir`` (cmpx.transport.foreign). Must run on the main thread
+    (the worker dies with the thread that forked it)."""
     child_in, parent_out = os.pipe()
     parent_in, child_out = os.pipe()
     log = tempfile.TemporaryFile(prefix="cmpx-worker-")
+    fds = [str(child_in), str(child_out), str(os.getpid())]
+    command = ([sys.executable, "-m", "cmpx.transport.worker", *fds] if python is None
+               else worker_command(python, code_dir or "", fds))
     try:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "cmpx.transport.worker", str(child_in), str(child_out), str(os.getpid())],
-            pass_fds=(child_in, child_out), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-            start_new_session=True, env=env, close_fds=True)
+        process = subprocess.Popen(command, pass_fds=(child_in, child_out), stdin=subprocess.DEVNULL, stdout=log,
+                                   stderr=log, start_new_session=True, env=env, close_fds=True)
     except BaseException:
         for fd in (child_in, parent_out, parent_in, child_out):
             os.close(fd)
@@ -97,7 +103,7 @@ def spawn_worker(env: dict[str, str] | None = None) -> Worker:
             pidfd = os.pidfd_open(process.pid)
         except OSError:
             pidfd = None
-    return Worker("", process, parent_out, parent_in, log, pidfd)
+    return Worker("", process, parent_out, parent_in, log, pidfd, python=python, code_dir=code_dir)
 
 
 def assign(worker: Worker, backend: BackendPlan, settings: PluginSettings) -> Worker:
@@ -214,10 +220,7 @@ def _take_reply(worker: Worker, expect: str, phase: str, request_id: int | None)
             reply = worker.inbox.pop(index)
             if expect == "hello" and reply.get("protocol") != protocol.PROTOCOL_VERSION:
                 stop(worker)
-                worker.failure = BackendFailed(
-                    worker.name, phase, f"its worker speaks cmpx protocol {reply.get('protocol')!r} and this "
-                    f"coordinator protocol {protocol.PROTOCOL_VERSION}; run the same cmpx version in both (the "
-                    "worker's Python environment has another one installed)")
+                worker.failure = BackendFailed(worker.name, phase, _protocol_mismatch(worker, reply))
                 return worker.failure
             return reply
         if message["op"] == "error":
@@ -227,6 +230,18 @@ def _take_reply(worker: Worker, expect: str, phase: str, request_id: int | None)
             error.remote_type = message.get("type")
             return error
     return None
+
+
+def _protocol_mismatch(worker: Worker, hello: dict[str, Any]) -> str:
+    from cmpx import __version__
+
+    installed = f"cmpx {hello['cmpx_version']}" if isinstance(hello.get("cmpx_version"), str) else "another cmpx"
+    where = f"{worker.python} has {installed} installed" if worker.python else "the worker's Python has another " \
+                                                                                 "cmpx installed"
+    fix = (f"install cmpx {__version__} there, or uninstall it there and cmpx links its own worker code"
+           if worker.python else "run the same cmpx version in both")
+    return (f"its worker speaks cmpx protocol {hello.get('protocol')!r} and this coordinator protocol "
+            f"{protocol.PROTOCOL_VERSION} ({where}); {fix}")
 
 
 def _read_available(worker: Worker, phase: str) -> None:
@@ -261,6 +276,10 @@ def _fail_dead(worker: Worker, phase: str) -> None:
     except subprocess.TimeoutExpired:  # pipe closed but the process lingers: end it
         stop(worker)
     code = process.returncode
+    reason = _cannot_start_reason(worker) if code == CANNOT_START else None
+    if reason:  # its Python cannot run the worker: one line says why (cmpx.transport.worker.__main__)
+        worker.failure = BackendFailed(worker.name, phase, reason)
+        return
     if code == 0 and worker.decoder.pending:
         worker.failure = BackendFailed(worker.name, phase, "protocol error: truncated frame before end of stream")
         return
@@ -272,6 +291,11 @@ def _fail_dead(worker: Worker, phase: str) -> None:
             signal_name = f"signal {-code}"
     worker.failure = BackendCrashed(worker.name, phase, exit_code=code, signal_name=signal_name,
                                     stderr_tail=worker.stderr_tail())
+
+
+def _cannot_start_reason(worker: Worker) -> str | None:
+    lines = [line for line in worker.stderr_tail().splitlines() if line.startswith(CANNOT_START_PREFIX)]
+    return lines[-1][len(CANNOT_START_PREFIX):] if lines else None
 
 
 def _unregister(selector: selectors.BaseSelector, worker: Worker) -> None:

@@ -8,6 +8,7 @@ import operator
 import os
 import pkgutil
 import signal
+import sys
 import threading
 import time
 import traceback
@@ -41,7 +42,7 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the coordinator decides when workers stop
     outbox = _Outbox(fd_out)
     state = _State(outbox)
-    outbox.send({"op": "hello", "pid": os.getpid(), "protocol": protocol.PROTOCOL_VERSION})
+    outbox.send(hello())
     while True:
         try:
             message = protocol.read_frame(fd_in)
@@ -56,6 +57,15 @@ def main(argv: list[str]) -> int:
         outbox.send(reply)
         if message["op"] == "close":
             return 0
+
+
+def hello() -> dict[str, Any]:
+    """The first frame: the protocol this worker speaks, and where it runs (which Python, which cmpx)."""
+    import cmpx
+
+    return {"op": "hello", "pid": os.getpid(), "protocol": protocol.PROTOCOL_VERSION, "python": sys.executable,
+            "python_version": sys.version.split()[0], "prefix": sys.prefix, "venv": sys.prefix != sys.base_prefix,
+            "cmpx": os.path.dirname(os.path.abspath(cmpx.__file__)), "cmpx_version": cmpx.__version__}
 
 
 class _Outbox:
@@ -102,6 +112,11 @@ class _State:
             for module in setup["plugins"].get("extra", ()):
                 importlib.import_module(module)
             self.backend_class = _import_backend(setup["target"])
+        except ModuleNotFoundError as exc:  # the framework (or the plugin) is not installed for this Python
+            self.backend_class = ModuleNotFoundError(
+                f"{exc}, in {sys.executable} (Python {sys.version.split()[0]}, in {sys.prefix}); install it there",
+                name=exc.name)
+            self.backend_class.__cause__ = exc
         except Exception as exc:
             self.backend_class = exc
 
@@ -123,9 +138,12 @@ def _handle(state: _State, message: dict[str, Any]) -> dict[str, Any]:
                     "outputs": _described(outputs, "output"), "seconds": state.loaded[1]}
         if op == "load":
             if state.loaded is not None and state.loaded[0] == _load_key(message):
-                return {"op": "ready", "id": request_id, "seconds": state.loaded[1]}
-            state.backend = state.new_backend(message)
-            return {"op": "ready", "id": request_id, "seconds": time.perf_counter() - started}
+                seconds = state.loaded[1]
+            else:
+                state.backend = state.new_backend(message)
+                seconds = time.perf_counter() - started
+            return {"op": "ready", "id": request_id, "seconds": seconds,
+                    "framework_version": _framework_version(state.backend)}
         if op == "infer":
             if state.backend is None:
                 raise WorkerError("infer before load")
@@ -140,6 +158,15 @@ def _handle(state: _State, message: dict[str, Any]) -> dict[str, Any]:
             kind = f"{type(exc).__module__}.{kind}"
         return {"op": "error", "id": request_id, "type": kind, "message": bounded(str(exc), MESSAGE_LIMIT),
                 "traceback": bounded(traceback.format_exc(), TRACEBACK_LIMIT)}
+
+
+def _framework_version(backend: Backend) -> str | None:
+    """``Backend.framework_version()``, for the reports; a backend that cannot tell (or fails to) has none."""
+    try:
+        version = backend.framework_version()
+    except Exception:  # the version is for the reports: never a reason to fail a backend that loaded
+        return None
+    return None if version is None else str(version)[:100]
 
 
 def _import_backend(path: str) -> type[Backend]:

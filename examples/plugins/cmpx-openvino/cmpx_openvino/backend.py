@@ -34,6 +34,10 @@ class OpenvinoBackend(cmpx.Backend):
         """An OpenVINO IR (.xml) model's inputs and outputs; dynamic dimensions are None."""
         return [_spec(port) for port in self.compiled.inputs], [_spec(port) for port in self.compiled.outputs]
 
+    def framework_version(self) -> str:
+        """The release (2026.4.1), without the build suffix of ``openvino.__version__``."""
+        return openvino.__version__.split("-")[0]
+
     def infer(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         results = self.request.infer(feeds)
         return {name: np.asarray(results[output]) for name, output in zip(self.output_names, self.compiled.outputs)}
