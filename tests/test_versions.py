@@ -135,6 +135,7 @@ def test_versions_compare_on_a_generated_model_marked_and_saved_with_their_versi
     assert result.exit_code == 0, result.output
     assert "2/2 iterations passed (100%), 26/26 outputs passed (" in result.output  # 6 x (MatMul, Tanh), Y, S
     lines = [json.loads(line) for line in (tmp_path / "saved" / "cmpx-run.jsonl").read_text().splitlines()[1:]]
+    assert lines.pop() == {"complete": True, "iterations": 2}  # the last line marks the run complete
     made_by = {line["source"]: line["backend"] for line in lines}
     assert made_by["onnxrt"]["framework_version"] == _this_onnxruntime()
     assert made_by[old]["framework_version"] == OLD_ORT and made_by[old]["python"] == old_ort["python"]
