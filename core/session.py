@@ -94,12 +94,12 @@ class Session:
         try:
             execute(plan, feeds, self.reporter, self.workers, result)
         except KeyboardInterrupt:
-            report = Report(plan, result, self.warnings, interrupted=True)
+            report = Report(plan, result, self.warnings, interrupted=True, request=self.request)
             self.reporter.finished(report)
             raise RunInterrupted(report) from None
         finally:
             self._show_worker_output()
-        report = Report(plan, result, self.warnings)
+        report = Report(plan, result, self.warnings, request=self.request)
         self.reporter.finished(report)
         self._write_reports(report)
         return report

@@ -9,10 +9,13 @@ from typing import TYPE_CHECKING, Any
 
 from cmpx import __version__
 from cmpx.errors import BackendCrashed, BackendFailed, BackendTimeout
-from cmpx.results import PairResult, PairTally
+from cmpx.results import PairResult, PairTally, RunResult
 
 if TYPE_CHECKING:
+    from cmpx.plan import RunPlan
+    from cmpx.registry import BackendSpec
     from cmpx.report import Report
+    from cmpx.request import RunRequest
 
 
 def run_document(report: Report) -> dict[str, Any]:
@@ -22,7 +25,8 @@ def run_document(report: Report) -> dict[str, Any]:
     for b in plan.backends:
         timing = result.infer_seconds.get(b.name)
         backends.append({"name": b.name, "kind": "live", "backend": b.spec.name, "options": dict(b.options),
-                         "transform": b.transform, "load_seconds": result.load_seconds.get(b.name),
+                         "framework": framework(b.spec), "transform": b.transform,
+                         "load_seconds": result.load_seconds.get(b.name),
                          "infer_seconds": None if timing is None else {
                              "count": timing.count, "mean": timing.mean, "min": timing.fastest,
                              "max": timing.slowest},
@@ -30,16 +34,56 @@ def run_document(report: Report) -> dict[str, Any]:
     backends += [{"name": b.name, "kind": "saved", "path": b.path, "iterations": len(b.source)}
                  for b in plan.saved_backends]
     code = report.exit_code
+    request = report.request
     return {
-        "cmpx_version": __version__, "model": plan.model.path if plan.model else None, "exit_code": int(code),
+        "cmpx_version": __version__, "model": plan.model.path if plan.model else None,
+        "model_outputs": [spec.name for spec in plan.model.outputs] if plan.model else [], "exit_code": int(code),
         "passed": report.passed, "interrupted": report.interrupted, "iterations": result.iterations,
-        "stopped_early": result.stopped_early, "backends": backends,
+        "seed": request.seed if request else None, "options": given_options(request),
+        "stopped_early": result.stopped_early, "backends": backends, "tensors": compared_tensors(plan, result),
         "pairs": [pair_summary(tally, [p for p in result.pairs if (p.backend, p.reference) == key])
                   for key, tally in result.tallies.items()],
         "results_dropped": result.pairs_dropped,
         "non_finite": [vars(finding) | {"first_index": list(finding.first_index)} for finding in result.non_finite],
         "warnings": list(report.warnings),
     }
+
+
+def framework(spec: BackendSpec) -> str | None:
+    """"onnxruntime 1.23.2": the first of the backend's framework distributions that is installed."""
+    from cmpx import installed
+
+    for name in spec.frameworks:
+        version = installed.version([name])
+        if version:
+            return f"{name} {version}"
+    return None
+
+
+def given_options(request: RunRequest | None) -> dict[str, Any]:
+    """The run options given other values than their defaults (the model and backends are reported apart)."""
+    from cmpx.request import request_defaults
+
+    if request is None:
+        return {}
+    given = {name: list(value) if isinstance(value, tuple) else value
+             for name, default in request_defaults().items() if name not in ("model", "backends")
+             and (value := getattr(request, name)) != default}
+    if request.thresholds:
+        given["thresholds"] = {metric: list(words) for metric, words in request.thresholds.items()}
+    return given
+
+
+def compared_tensors(plan: RunPlan, result: RunResult) -> list[dict[str, str]]:
+    """For a run that compares intermediate tensors (marked, or in saved runs): the model's tensors it compares
+    or marks, outputs included, in graph order, with the node that computes each and its op type; else empty."""
+    if plan.graph is None:
+        return []
+    wanted = set(plan.mark) | {o.output for pair in result.pairs for o in pair.outputs}
+    if not wanted - plan.required_outputs:
+        return []
+    wanted |= plan.required_outputs
+    return [{"name": t.name, "node": t.node, "op_type": t.op_type} for t in plan.graph.tensors if t.name in wanted]
 
 
 def failure_record(error: BackendFailed | None) -> dict[str, Any] | None:
@@ -105,6 +149,11 @@ def to_json(report: Report, indent: int | None = 1) -> str:
 
 
 def write_json_report(path: str, report: Report) -> None:
+    write_json_document(path, report.to_dict())
+
+
+def write_json_document(path: str, document: Mapping[str, Any]) -> None:
+    """Write ``document`` (``Report.to_dict()``: strict already) as --report-json does."""
     with open(path, "w", encoding="utf-8") as f:
-        f.write(to_json(report))
+        f.write(json.dumps(document, indent=1, allow_nan=False))
         f.write("\n")
