@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from cmpx.comparison.compare import compare_tensor
@@ -256,6 +256,11 @@ def _compare_iteration(run: _Run, inflight: _Inflight, sources: dict[str, Tensor
             pair.first_divergence = first_divergence(plan.graph, {o.output: o for o in pair.outputs})
         run.result.add_pair(pair)
         run.reporter.pair_compared(pair)
+        if plan.comparison.samples:  # the reporters drew what they wanted; the run keeps results, not samples
+            pair.outputs[:] = [output.without_sample() for output in pair.outputs]
+            if pair.first_divergence is not None:
+                pair.first_divergence = replace(pair.first_divergence,
+                                                result=pair.first_divergence.result.without_sample())
 
 
 class TensorSource:

@@ -55,12 +55,29 @@ def preflight(request: RunRequest, plugins: PluginSet, settings: PluginSettings)
     for path in (request.save_inputs, request.save_outputs):
         if path and os.path.exists(path) and (not os.path.isdir(path) or os.listdir(path)):
             raise UsageError(f"{path} already exists and is not an empty directory; choose a new path to save to")
+    _check_report_paths(request)
     names = instance_names([f"{name}:{transform}" if transform else name for name, transform in words])
     backends = [BackendPlan(name, spec, _backend_options(spec, request.backend_options), transform)
                 for name, spec, (_, transform) in zip(names, specs, words)]
     model_format = _check_model_format(request, plugins, backends)
     return Preflight(request, plugins, settings, backends, _timeouts(request, backends), comparison,
                      per_output_options, shapes, default_range, ranges, loader, model_format)
+
+
+def _check_report_paths(request: RunRequest) -> None:
+    """Report files are written at the end: a path that cannot be written is found now, before any inference."""
+    for flag, path in (("--report-json", request.report_json), ("--junit", request.junit),
+                       ("--report-html", request.report_html)):
+        if not path:
+            continue
+        if os.path.isdir(path):
+            raise UsageError(f"{flag} {path}: that is a directory; give the path of a file to write")
+        folder = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(folder):
+            raise UsageError(f"{flag} {path}: the directory {folder} does not exist; create it or choose another path")
+    plots = request.save_error_plots
+    if plots and os.path.exists(plots) and not os.path.isdir(plots):
+        raise UsageError(f"--save-error-plots {plots}: that is a file; give a directory (it is created if needed)")
 
 
 def _check_model_format(request: RunRequest, plugins: PluginSet, backends: Sequence[BackendPlan]) -> str | None:

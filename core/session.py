@@ -16,6 +16,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from cmpx.errors import RunInterrupted
@@ -28,6 +29,7 @@ from cmpx.transport.pool import WorkerPool, release_workers
 if TYPE_CHECKING:
     from cmpx.plan import RunPlan
     from cmpx.plugins import PluginSet, PluginSettings
+    from cmpx.reports.figures import FigureCollector
     from cmpx.request import RunRequest
     from cmpx.transport.supervisor import Worker
 
@@ -56,6 +58,7 @@ class Session:
         self.warnings: list[str] = []
         self.workers: dict[str, Worker] = {}
         self.reporter: Reporter | None = None
+        self.figures: FigureCollector | None = None  # draws the plots as the run goes, when asked for
         self._scratch: str | None = None
 
     def __enter__(self) -> Session:
@@ -69,10 +72,11 @@ class Session:
         found before any inference, BackendFailed when a model in a backend's own format cannot be described,
         and RunInterrupted (holding the partial report) on Ctrl-C."""
         checked = preflight(self.request, self.plugins, self.settings)
-        if self.request.save_error_plots:
-            from cmpx.reports.plots import check_plotting
+        if self.request.save_error_plots or self.request.report_html:
+            from cmpx.reports.figures import SAMPLE_POINTS, plots_wanted
 
-            check_plotting()
+            if plots_wanted(self.request, self._warn):  # the comparison samples elements for the plots
+                checked = replace(checked, comparison=replace(checked.comparison, samples=SAMPLE_POINTS))
         # The workers start now, before anything heavy is imported here, and import their frameworks while this
         # process reads the model and makes data; if that finds a problem they are stopped before loading anything.
         self.workers = (self.pool or WorkerPool()).assign(checked.backends, self.settings)
@@ -88,7 +92,13 @@ class Session:
         from cmpx.execution import execute
         from cmpx.results import RunResult
 
-        self.reporter = Reporters(self.reporter_for(plan), _WarningsKept(self.warnings))
+        reporters = [self.reporter_for(plan), _WarningsKept(self.warnings)]
+        if checked.comparison.samples:
+            from cmpx.reports.figures import FigureCollector
+
+            self.figures = FigureCollector(plan, self.request.save_error_plots, bool(self.request.report_html))
+            reporters.append(self.figures)
+        self.reporter = Reporters(*reporters)
         self.reporter.started()
         result = RunResult()
         try:
@@ -110,19 +120,25 @@ class Session:
 
     def _write_reports(self, report: Report) -> None:
         request = self.request
+        document = report.to_dict() if request.report_json or request.report_html or self.figures else None
         if request.report_json:
-            from cmpx.reports.json_report import write_json_report
+            from cmpx.reports.json_report import write_json_document
 
-            write_json_report(request.report_json, report)
+            write_json_document(request.report_json, document)
         if request.junit:
             from cmpx.reports.junit import write_junit_report
 
             write_junit_report(request.junit, report)
+        pictures = self.figures.finish(document) if self.figures is not None else []
         if request.save_error_plots:
-            from cmpx.reports.plots import write_error_plots
+            self.reporter.wrote(f"{len(self.figures.written)} error plot(s)", request.save_error_plots)
+        if request.report_html:
+            from cmpx.reports.html_report import write_html_report
 
-            written = write_error_plots(request.save_error_plots, report.pairs)
-            self.reporter.wrote(f"{len(written)} error plot(s)", request.save_error_plots)
+            left_out = self.figures.left_out if self.figures is not None else 0
+            write_html_report(request.report_html, document, pictures, plots=self.figures is not None,
+                              figures_left_out=left_out)
+            self.reporter.wrote("the HTML report", request.report_html)
 
     def _show_worker_output(self) -> None:
         """Hand the reporter what each worker printed (framework warnings, the backend's own prints), before the

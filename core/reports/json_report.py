@@ -148,10 +148,6 @@ def to_json(report: Report, indent: int | None = 1) -> str:
     return json.dumps(strict(run_document(report)), indent=indent, allow_nan=False)
 
 
-def write_json_report(path: str, report: Report) -> None:
-    write_json_document(path, report.to_dict())
-
-
 def write_json_document(path: str, document: Mapping[str, Any]) -> None:
     """Write ``document`` (``Report.to_dict()``: strict already) as --report-json does."""
     with open(path, "w", encoding="utf-8") as f:
