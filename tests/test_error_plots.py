@@ -172,3 +172,19 @@ def test_local_errors_are_overlaid_when_the_report_has_them(divergent_run, tmp_p
     assert [th.text for th in table.find_all("th")][-3:] == ["local max abs", "local max rel", "local verdict"]
     rows = {tr.find_all("td")[1].text: [td.text for td in tr.find_all("td")] for tr in table.find_all("tr")[1:]}
     assert rows["mm6"][-3:] == ["0.25", "0.5", "FAILED"] and rows["mm4"][-3:] == ["–", "–", "–"]
+
+
+@pytest.mark.parametrize("atol, rtol", [(0, 0), (0, 1e-3), (1e-3, 0)])
+def test_zero_tolerances_empty_outputs_and_non_finite_errors_draw_cleanly(atol, rtol):
+    import warnings
+
+    from cmpx.reports.plots import output_figure, png_bytes
+
+    cases = [(np.array([np.nan, 1, np.inf, 2, 0], np.float32), np.array([1, np.nan, 1, 2.5, 0], np.float32)),
+             (np.zeros((0, 3), np.float32), np.zeros((0, 3), np.float32)),
+             (np.array([1, 5, -3], np.int64), np.array([1, 7, 0], np.int64))]
+    for actual, reference in cases:
+        output = _compare(actual, reference, atol, rtol)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # matplotlib warns of limits it cannot honour on log axes
+            assert png_bytes(output_figure("out", output.metrics[0].data, output.sample))[:4] == b"\x89PNG"

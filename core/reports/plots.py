@@ -105,7 +105,8 @@ def draw_histogram(axis: Any, rows: Sequence[Sequence[float]], tolerance: float,
         notes.append(f"{special:,} inf or NaN")
     if notes:
         axis.text(0.02, 0.97, "\n".join(notes), transform=axis.transAxes, va="top", fontsize=8, color="#555555")
-    axis.set_title(f"{kind} error of {total:,} elements\ndashed: {name} {tolerance:g}; red: bins above it", fontsize=9)
+    limit = f"dashed: {name} {tolerance:g}; red: bins above it" if tolerance > 0 else f"{name} 0: any error is above it"
+    axis.set_title(f"{kind} error of {total:,} elements\n{limit}", fontsize=9)
     axis.grid(True, which="major", axis="y", alpha=0.3)
 
 
@@ -147,11 +148,12 @@ def draw_magnitude(axis: Any, sample: Any, atol: float, rtol: float, check: str)
     grid = np.geomspace(low_x, high_x, 200)
     limit = np.maximum(atol, rtol * grid)
     top = max(float(ys[finite].max()) if finite.any() else 1.0, float(limit.max())) * 3
-    axis.plot(grid, limit, color=LIMIT_COLOUR, linewidth=1.4,
-              label=f"limit max(atol, rtol·|ref|)")
-    axis.fill_between(grid, np.maximum(limit, y_floor / 2), top, color=FAIL_COLOUR, alpha=0.06, linewidth=0)
+    bottom = min(y_floor, float(limit.min()) if limit.min() > 0 else y_floor) / 2
+    if limit.max() > 0:  # with atol = rtol = 0 there is no limit to draw: every nonzero error fails
+        axis.plot(grid, limit, color=LIMIT_COLOUR, linewidth=1.4, label="limit max(atol, rtol·|ref|)")
+    axis.fill_between(grid, np.maximum(limit, bottom), top, color=FAIL_COLOUR, alpha=0.06, linewidth=0)
     axis.set_xlim(low_x, high_x)
-    axis.set_ylim(min(y_floor / 2, float(limit.min()) / 2), top)
+    axis.set_ylim(bottom, top)
     axis.set_xlabel("|reference|", fontsize=9)
     axis.set_ylabel("absolute error", fontsize=9)
     notes = []
