@@ -171,7 +171,7 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: now
 td.pass { color: var(--pass); font-weight: 600; } td.fail { color: var(--fail); font-weight: 600; }
 tr.failed td:first-child { border-left: 3px solid var(--fail); }
 td.name { font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-size: 12px; overflow-wrap: anywhere;
-          max-width: 42em; }
+          min-width: 14em; max-width: 42em; }
 code, pre { font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-size: 12px; }
 pre { background: var(--head); border: 1px solid var(--line); padding: 0.6em; overflow-x: auto; white-space: pre-wrap; }
 figure { margin: 0.8em 0 1.4em; } figure img { max-width: 100%; border: 1px solid var(--line); }

@@ -148,26 +148,30 @@ def results_section(document: Mapping[str, Any]) -> Markup:
 
 
 def outputs_table(result: Mapping[str, Any], model_outputs: set[str], order: Mapping[str, int]) -> Markup:
+    """One row per compared output: the tolerance check's numbers in columns (its full finding as the tooltip of
+    the verdict), and in "notes" what the columns do not say: other metrics, dtype remarks, why it failed early."""
     rows = []
     listed = sorted(result.get("outputs", ()), key=lambda o: order.get(o["name"], len(order)))
     for output in listed:
         data = tolerance_data(output)
-        metrics = output.get("metrics", ())
-        finding = "; ".join(f"{m['metric']}: {m.get('summary', '')} [{m.get('criterion', '')}]" for m in metrics)
+        tolerance = next((m for m in output.get("metrics", ()) if m.get("data") is data), None) if data else None
+        notes = [f"{m['metric']}: {m.get('summary', '')} [{m.get('criterion', '')}]"
+                 for m in output.get("metrics", ()) if m is not tolerance]
         if output.get("note"):
-            finding = f"{finding}; {output['note']}" if finding else output["note"]
+            notes.append(output["note"])
         name = output["name"] + (" (model output)" if output["name"] in model_outputs else "")
-        style = None if output["passed"] else "failed"
-        if data is None:
-            rows.append(Row([Cell(name, class_="name"), verdict_cell(output["passed"]), "–", num(None), num(None),
-                             num(None), num(output.get("elements")), "–", finding], style))
-            continue
-        needed = data.get("min_tolerance") or {}
-        rows.append(Row([Cell(name, class_="name"), verdict_cell(output["passed"]), data.get("check"),
-                         num(data["abs"].get("max")), num(data["rel"].get("max")), num(data.get("mismatches")),
-                         num(output.get("elements")),
-                         f"atol {fmt(needed.get('atol'))} or rtol {fmt(needed.get('rtol'))}", finding], style))
-    headers = ["output", "verdict", "check", "max abs", "max rel", "beyond both", "elements", "passes at", "finding"]
+        verdict = verdict_cell(output["passed"])
+        if tolerance is None:
+            cells = ["–", num(None), num(None), num(None), num(output.get("elements")), "–"]
+        else:
+            verdict = Cell(verdict.content, verdict.sort, verdict.class_, title=tolerance.get("summary"))
+            needed = data.get("min_tolerance") or {}
+            cells = [tolerance.get("criterion"), num(data["abs"].get("max")), num(data["rel"].get("max")),
+                     num(data.get("mismatches")), num(output.get("elements")),
+                     f"atol {fmt(needed.get('atol'))} or rtol {fmt(needed.get('rtol'))}"]
+        rows.append(Row([Cell(name, class_="name"), verdict, *cells, "; ".join(notes)],
+                        None if output["passed"] else "failed"))
+    headers = ["output", "verdict", "check", "max abs", "max rel", "beyond both", "elements", "passes at", "notes"]
     return table(headers, rows, row_class="output-row", class_="results")
 
 
