@@ -11,12 +11,14 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from cmpx_comparators.diffs import DiffComputer, DiffPlan, chunk_diffs, plan_diff
 from cmpx_comparators.order_stats import BINS, RankSelector, TopK, bin_keys, count_bins, exponent_histogram, \
     lerp, quantile_ranks
+from cmpx_comparators.sampling import error_sample, worst_count
 
 CHUNK_ELEMENTS = 1 << 17  # small enough to stay in cache, large enough to amortise the per-call overhead
 REPORTED_QUANTILES = (0.5, 0.9, 0.95, 0.99)
@@ -72,6 +74,7 @@ class ErrorStats:
     worst: list[WorstElement]
     min_atol: float = 0.0  # smallest atol that passes element-wise at this rtol (computed when mismatches)
     min_rtol: float = 0.0  # smallest rtol that passes element-wise at this atol (computed when mismatches)
+    sample: Any = None  # a cmpx.results.ErrorSample of the elements, when asked for (plots)
 
     @property
     def size(self) -> int:
@@ -134,8 +137,10 @@ def _chunks(actual: np.ndarray, reference: np.ndarray) -> Iterator[tuple[int, np
 
 
 def error_stats(actual: np.ndarray, reference: np.ndarray, *, atol: float, rtol: float,
-                quantiles: Sequence[float] = (), nan_equal: bool = False, inf_equal: bool = False) -> ErrorStats:
-    """Compare two arrays of the same shape; ``quantiles`` are computed besides the reported ones."""
+                quantiles: Sequence[float] = (), nan_equal: bool = False, inf_equal: bool = False,
+                samples: int = 0) -> ErrorStats:
+    """Compare two arrays of the same shape; ``quantiles`` are computed besides the reported ones. ``samples``:
+    also take a sample of up to that many elements for plots (cmpx_comparators.sampling)."""
     if actual.shape != reference.shape:
         raise ValueError(f"shape mismatch: {list(actual.shape)} vs reference {list(reference.shape)}")
     plan = plan_diff(actual.dtype, reference.dtype)
@@ -155,7 +160,11 @@ def error_stats(actual: np.ndarray, reference: np.ndarray, *, atol: float, rtol:
         acc.finish_pass1()
     wanted = tuple(dict.fromkeys((*REPORTED_QUANTILES, *quantiles)))
     stats = ErrorStats(actual.shape, plan, abs_acc.summary, rel_acc.summary, mismatches, [])
-    _pass2(actual, reference, stats, abs_acc, rel_acc, wanted, (atol, rtol), nan_equal, inf_equal)
+    largest = _pass2(actual, reference, stats, abs_acc, rel_acc, wanted, (atol, rtol), nan_equal, inf_equal,
+                     worst_count(samples))
+    if samples and stats.size:
+        stats.sample = error_sample(actual, reference, plan, largest, samples, (abs_acc.counts, rel_acc.counts),
+                                    nan_equal, inf_equal)
     bits = 32 if plan.work.itemsize == 4 else 64
     for acc in (abs_acc, rel_acc):
         acc.summary.histogram = exponent_histogram(acc.counts, bits)
@@ -179,13 +188,14 @@ def _nan_max(a: float, b: float) -> float:
 
 def _pass2(actual: np.ndarray, reference: np.ndarray, stats: ErrorStats, abs_acc: _Accumulator,
            rel_acc: _Accumulator, wanted: tuple[float, ...], tolerances: tuple[float, float], nan_equal: bool,
-           inf_equal: bool) -> None:
-    """Quantiles, worst elements and (when some element fails) the smallest passing tolerances."""
+           inf_equal: bool, largest: int = 0) -> list[int]:
+    """Quantiles, worst elements and (when some element fails) the smallest passing tolerances. Returns the flat
+    indices of the ``largest`` (at least the reported) largest absolute errors, largest first."""
     n = abs_acc.summary.count
     if n == 0:
         for acc in (abs_acc, rel_acc):
             acc.summary.quantiles = {q: 0.0 for q in wanted}
-        return
+        return []
     atol, rtol = tolerances
     selectors = []
     for acc in (abs_acc, rel_acc):
@@ -196,7 +206,7 @@ def _pass2(actual: np.ndarray, reference: np.ndarray, stats: ErrorStats, abs_acc
         else:
             ranks = [r for q in wanted for r in quantile_ranks(n, q)[:2]]
             selectors.append(RankSelector(acc.counts, ranks))
-    top = TopK(min(WORST_ELEMENTS, n), abs_acc.counts)
+    top = TopK(min(max(WORST_ELEMENTS, largest), n), abs_acc.counts)
     diffs = DiffComputer(stats.plan, min(CHUNK_ELEMENTS, n), nan_equal, inf_equal)
     for offset, a, b in _chunks(actual, reference):
         absdiff, reldiff = diffs.compute(a, b)
@@ -216,8 +226,10 @@ def _pass2(actual: np.ndarray, reference: np.ndarray, stats: ErrorStats, abs_acc
             for q in wanted:
                 low, high, t = quantile_ranks(n, q)
                 acc.summary.quantiles[q] = lerp(found[low], found[high], t)
+    indices = top.indices()
     stats.worst = [_worst_element(actual, reference, stats.plan, index, nan_equal, inf_equal)
-                   for index in top.indices()]
+                   for index in indices[:WORST_ELEMENTS]]
+    return list(indices)
 
 
 def _worst_element(actual: np.ndarray, reference: np.ndarray, plan: DiffPlan, flat_index: int, nan_equal: bool,

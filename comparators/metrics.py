@@ -17,7 +17,7 @@ def _stats(context: ComparisonContext) -> Any:
     s = context.settings
     return context.memo("error_stats", lambda: error_stats(
         context.actual, context.reference, atol=s.atol, rtol=s.rtol, quantiles=(s.quantile,),
-        nan_equal=s.nan_equal, inf_equal=s.inf_equal))
+        nan_equal=s.nan_equal, inf_equal=s.inf_equal, samples=s.samples))
 
 
 class ToleranceCheck:

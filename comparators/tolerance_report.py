@@ -53,7 +53,7 @@ def tolerance_result(name: str, stat: str, stats: ErrorStats, s: OutputSettings)
                             "mismatches": stats.mismatches, "size": stats.size, "min_tolerance": required,
                             "abs": _summary_data(stats, stats.abs), "rel": _summary_data(stats, stats.rel),
                             "abs_histogram": [list(row) for row in stats.abs.histogram],
-                            "rel_histogram": [list(row) for row in stats.rel.histogram]})
+                            "rel_histogram": [list(row) for row in stats.rel.histogram]}, sample=stats.sample)
 
 
 def _index(stats: ErrorStats, summary: Summary) -> str:

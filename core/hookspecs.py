@@ -45,8 +45,9 @@ def register_backends(registry: BackendRegistry) -> None:
     ``cmpx run --help``), ``supports_marking`` (whether it can expose intermediate tensors),
     ``model_formats`` (suffixes of model files in the framework's own format, such as ``".engine"``, which the
     backend loads and describes with :meth:`cmpx.Backend.describe`), ``precision_flags`` (the transforms that
-    ``--fp16``, ``--bf16``, ``--int8`` and ``--fp8`` give it) and ``marking_changes_fusion`` (marking tensors
-    changes what it computes, so cmpx warns).
+    ``--fp16``, ``--bf16``, ``--int8`` and ``--fp8`` give it), ``marking_changes_fusion`` (marking tensors
+    changes what it computes, so cmpx warns) and ``frameworks`` (the pip distributions of its framework, whose
+    installed version the reports name).
 
     :param registry: the backend registry; it rejects invalid names and reports clashes.
     :returns: nothing; a return value (including ``None``) is ignored.

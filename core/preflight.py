@@ -86,7 +86,7 @@ def _output_map(words: Sequence[str]) -> dict[str, str]:
 
 def _check_outputs(request: RunRequest) -> None:
     """Every file and directory the run will write can be written: before any work, not after it."""
-    files = {"--report-json": request.report_json, "--junit": request.junit}
+    files = {"--report-json": request.report_json, "--junit": request.junit, "--report-html": request.report_html}
     directories = {"--save-inputs": (request.save_inputs, True), "--save-outputs": (request.save_outputs, True),
                    "--save-error-plots": (request.save_error_plots, False),
                    "--save-transformed": (request.save_transformed, False)}

@@ -58,6 +58,7 @@ class BackendSpec:
     model_formats: tuple[str, ...] = ()  # suffixes of model files it loads besides ONNX (".engine", ".xml")
     precision_flags: tuple[str, ...] = ()  # transforms that --fp16/--bf16/--int8/--fp8 give it (Polygraphy's flags)
     marking_changes_fusion: bool = False  # marked tensors change what it computes (TensorRT's layer fusion)
+    frameworks: tuple[str, ...] = ()  # distributions of the framework it runs (the first installed one is reported)
     provenance: Provenance = field(default=Provenance("?"), compare=False)
 
     def flag(self, option: BackendOption) -> str:
@@ -163,14 +164,16 @@ class BackendRegistry(_Registry[BackendSpec]):
 
     def add(self, name: str, target: str, *, description: str = "", options: Sequence[BackendOption] = (),
             supports_marking: bool = False, model_formats: Sequence[str] = (), precision_flags: Sequence[str] = (),
-            marking_changes_fusion: bool = False) -> None:
+            marking_changes_fusion: bool = False, frameworks: Sequence[str] = ()) -> None:
         """Register backend ``name`` implemented by the class at ``target`` ("package.module:Class").
 
         ``model_formats``: suffixes of model files in the backend's own format that it loads directly (".engine",
         ".xml"); its class must then implement ``describe()``, since cmpx reads only ONNX models itself.
         ``precision_flags``: the transforms (``fp16``...) that the run-wide flags ``--fp16``... give this backend,
         as Polygraphy's users expect of TensorRT. ``marking_changes_fusion``: marking tensors changes what the
-        backend computes, so cmpx warns when a run marks tensors on it."""
+        backend computes, so cmpx warns when a run marks tensors on it. ``frameworks``: the distributions (pip
+        names) of the framework it runs, in order of preference; reports name the first one installed with its
+        version, read from package metadata (nothing is imported)."""
         if not isinstance(target, str) or not _TARGET.match(target):
             raise PluginError(f"backend {name!r}: target {target!r} must look like 'package.module:ClassName'")
         if isinstance(model_formats, str):
@@ -191,8 +194,11 @@ class BackendRegistry(_Registry[BackendSpec]):
                                   "or float")
         if isinstance(precision_flags, str):
             precision_flags = (precision_flags,)
+        if isinstance(frameworks, str):
+            frameworks = (frameworks,)
         self._add(BackendSpec(name, target, description, tuple(options), supports_marking, tuple(model_formats),
-                              tuple(precision_flags), marking_changes_fusion, self._stamp()))
+                              tuple(precision_flags), marking_changes_fusion, tuple(frameworks),
+                              provenance=self._stamp()))
 
 
 def _check_factory(kind: str, name: str, factory: Any) -> None:

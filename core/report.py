@@ -10,6 +10,7 @@ from cmpx.errors import ExitCode
 if TYPE_CHECKING:
     from cmpx.errors import BackendFailed
     from cmpx.plan import RunPlan
+    from cmpx.request import RunRequest
     from cmpx.results import Divergence, NonFinite, PairResult, PairTally, RunResult
     from cmpx.runtimes import BackendRuntime
 
@@ -21,7 +22,8 @@ class Report:
     ``exit_code`` and ``passed`` are the verdict; ``tallies`` has one ``PairTally`` per compared pair (iterations
     and outputs passed, worst errors, the first divergence), ``pairs`` the per-iteration results with every
     output's metrics and statistics (all of them unless the run was very long: see cmpx.results), ``failures``
-    the backends that failed, by name. ``to_json()`` is the --report-json document; ``text()`` the CLI's report.
+    the backends that failed, by name. ``to_json()`` is the --report-json document; ``text()`` the CLI's report;
+    ``request`` the options the run was asked for.
     """
 
     plan: RunPlan
@@ -29,6 +31,7 @@ class Report:
     warnings: list[str] = field(default_factory=list)
     interrupted: bool = False
     output_failures: list[str] = field(default_factory=list)  # report files that could not be written
+    request: RunRequest | None = None
 
     @property
     def exit_code(self) -> ExitCode:

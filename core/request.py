@@ -60,6 +60,7 @@ class RunRequest:
     save_transformed: str | None = None
     report_json: str | None = None
     junit: str | None = None
+    report_html: str | None = None
     save_error_plots: str | None = None
     timeout: Words = ()
     thresholds: Mapping[str, Words] = field(default_factory=dict)  # metric name -> words

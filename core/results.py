@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 
@@ -24,11 +24,37 @@ FAILING_ITERATIONS_LISTED = 1_000  # iteration numbers kept per pair to say whic
 
 
 @dataclass(frozen=True)
+class ErrorSample:
+    """A bounded sample of one output's elements, for plots only (never in the JSON report): computed while the
+    arrays are being compared, when error plots or an HTML report are asked for.
+
+    ``magnitude``, ``abs`` and ``rel`` are float64 numpy arrays of the same length: |reference|, the absolute and
+    the relative error of each sampled element. The first ``worst`` entries are the elements with the largest
+    absolute errors, the rest a uniform random sample (every element when the output is small); ``total`` is the
+    output's element count. ``abs_histogram`` and ``rel_histogram`` are exact (low, high, count) rows, one per
+    power of two (a row (0, 0, n) for zeros, (inf, nan, n) for infinities and NaN).
+    """
+
+    magnitude: Any
+    abs: Any
+    rel: Any
+    worst: int
+    total: int
+    abs_histogram: Sequence[tuple[float, float, int]] = ()
+    rel_histogram: Sequence[tuple[float, float, int]] = ()
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.magnitude.nbytes + self.abs.nbytes + self.rel.nbytes)
+
+
+@dataclass(frozen=True)
 class MetricResult:
     """One metric's verdict on one output.
 
     ``criterion`` says what was required ("atol 1e-05, rtol 1e-05", ">= 0.997"), ``summary`` is the one-line
-    finding, ``details`` are further report lines, ``data`` JSON-friendly numbers for machine reports.
+    finding, ``details`` are further report lines, ``data`` JSON-friendly numbers for machine reports,
+    ``sample`` the elements sampled for plots (an ``ErrorSample``; None unless plots were asked for).
     """
 
     metric: str
@@ -38,6 +64,7 @@ class MetricResult:
     value: float | None = None
     details: Sequence[str] = ()
     data: Mapping[str, Any] = field(default_factory=dict)
+    sample: ErrorSample | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -59,6 +86,17 @@ class OutputResult:
         """The largest ``key`` ("abs" or "rel") error any metric measured; None if none did."""
         values = [m.data[key]["max"] for m in self.metrics if isinstance(m.data.get(key), Mapping)]
         return _largest(values)
+
+    @property
+    def sample(self) -> ErrorSample | None:
+        """The first metric's sample of elements for plots, if one was taken."""
+        return next((m.sample for m in self.metrics if m.sample is not None), None)
+
+    def without_sample(self) -> OutputResult:
+        """This result without the sampled elements (the run keeps results, not samples)."""
+        if self.sample is None:
+            return self
+        return replace(self, metrics=[replace(m, sample=None) for m in self.metrics])
 
 
 @dataclass(frozen=True)

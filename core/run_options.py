@@ -138,8 +138,12 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
             "JSON", metavar="PATH", python="path"),
     _option("junit", TEXT, REPORTS, "write a JUnit XML report: one test case per pair and output", metavar="PATH",
             python="path"),
-    _option("save_error_plots", TEXT, REPORTS, "write a PNG per compared output with histograms of its errors (needs "
-            "matplotlib: pip install 'cmpx[plots]')", metavar="DIR", python="path"),
+    _option("report_html", TEXT, REPORTS, "write the whole run as one self-contained HTML page (verdict, tables, "
+            "statistics, first divergence, failures; with matplotlib also the plots of --save-error-plots)",
+            metavar="PATH", python="path"),
+    _option("save_error_plots", TEXT, REPORTS, "write error plots: per model output, histograms of its errors and the "
+            "error against the reference's magnitude; per pair of a marked run, the per-layer error profile and the "
+            "first divergence's plot (needs matplotlib: pip install 'cmpx[plots]')", metavar="DIR", python="path"),
     _option("timeout", WORDS, EXECUTION, "limit for each load and each inference; BACKEND:SECONDS for one backend (a "
             "name like onnxrt, or onnxrt#2) [default: 600]. A backend past it is stopped (SIGTERM, then SIGKILL 2 s "
             "later) and reported; the others go on", metavar="[BACKEND:]SECONDS", accepts=per_output_value,

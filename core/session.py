@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from cmpx.errors import OutputFailed, RunInterrupted
@@ -29,6 +30,7 @@ from cmpx.transport.pool import WorkerPool, release_workers
 if TYPE_CHECKING:
     from cmpx.plan import BackendPlan, RunPlan
     from cmpx.plugins import PluginSet, PluginSettings
+    from cmpx.reports.figures import FigureCollector
     from cmpx.request import RunRequest
     from cmpx.transport.supervisor import Worker
 
@@ -58,6 +60,7 @@ class Session:
         self.workers: dict[str, Worker] = {}
         self.reporter: Reporter | None = None
         self.space: runspace.RunSpace | None = None
+        self.figures: FigureCollector | None = None  # draws the plots as the run goes, when asked for
         self._scratch: str | None = None
 
     def __enter__(self) -> Session:
@@ -71,10 +74,11 @@ class Session:
         found before any inference, BackendFailed when a model in a backend's own format cannot be described,
         and RunInterrupted (holding the partial report) on Ctrl-C."""
         checked = preflight(self.request, self.plugins, self.settings)
-        if self.request.save_error_plots:
-            from cmpx.reports.plots import check_plotting
+        if self.request.save_error_plots or self.request.report_html:
+            from cmpx.reports.figures import SAMPLE_POINTS, plots_wanted
 
-            check_plotting()
+            if plots_wanted(self.request, self._warn):  # the comparison samples elements for the plots
+                checked = replace(checked, comparison=replace(checked.comparison, samples=SAMPLE_POINTS))
         runspace.sweep_orphans()  # what dead runs of this user left behind
         self.space = runspace.RunSpace()
         self._scratch = self.space.scratch_directory()  # transformed models, worker code for other Pythons
@@ -99,17 +103,23 @@ class Session:
             from cmpx.reports.json_report import JsonReportWriter
 
             stream = JsonReportWriter(self.request.report_json, plan)
-        self.reporter = Reporters(*([stream] if stream else []), shown, _WarningsKept(self.warnings))
+        reporters = [*([stream] if stream else []), shown, _WarningsKept(self.warnings)]
+        if checked.comparison.samples:
+            from cmpx.reports.figures import FigureCollector
+
+            self.figures = FigureCollector(plan, self.request.save_error_plots, bool(self.request.report_html))
+            reporters.append(self.figures)
+        self.reporter = Reporters(*reporters)
         result = RunResult()
         try:
             execute(plan, feeds, self.reporter, self.workers, result, self.space.prefix)
         except KeyboardInterrupt:
-            report = Report(plan, result, self.warnings, interrupted=True)
+            report = Report(plan, result, self.warnings, interrupted=True, request=self.request)
             self._finish(report, shown, stream)
             raise RunInterrupted(report) from None
         finally:
             self._show_worker_output()
-        report = Report(plan, result, self.warnings)
+        report = Report(plan, result, self.warnings, request=self.request)
         self._finish(report, shown, stream)
         return report
 
@@ -121,7 +131,7 @@ class Session:
         for message in unfulfilled(self.request, report.plan, report.result):
             self.reporter.warning(message)
         written = []
-        for write in (self._write_junit, self._write_plots):
+        for write in (self._write_junit, self._write_figures):
             try:
                 written += write(report)
             except OutputFailed as exc:
@@ -160,13 +170,24 @@ class Session:
         write_junit_report(self.request.junit, report)
         return [("the JUnit report", self.request.junit)]
 
-    def _write_plots(self, report: Report) -> list[tuple[str, str]]:
-        if not self.request.save_error_plots or report.interrupted:
+    def _write_figures(self, report: Report) -> list[tuple[str, str]]:
+        """The plots (drawn as the run went; the per-layer profile now) and the HTML report that embeds them."""
+        request = self.request
+        if report.interrupted or not (self.figures or request.report_html):
             return []
-        from cmpx.reports.plots import write_error_plots
+        written = []
+        document = report.to_dict()
+        pictures = self.figures.finish(document) if self.figures is not None else []
+        if request.save_error_plots:
+            written.append((f"{len(self.figures.written)} error plot(s)", request.save_error_plots))
+        if request.report_html:
+            from cmpx.reports.html_report import write_html_report
 
-        written = write_error_plots(self.request.save_error_plots, report.pairs)
-        return [(f"{len(written)} error plot(s)", self.request.save_error_plots)]
+            left_out = self.figures.left_out if self.figures is not None else 0
+            write_html_report(request.report_html, document, pictures, plots=self.figures is not None,
+                              figures_left_out=left_out)
+            written.append(("the HTML report", request.report_html))
+        return written
 
     def _show_worker_output(self) -> None:
         """Hand the reporter what each worker printed (framework warnings, the backend's own prints), before the

@@ -59,3 +59,26 @@ def test_junit_reports_backend_failures_as_errors(run_cli, tmp_path, models):
     suite = ET.parse(path).getroot().find("testsuite")
     error = suite.find("testcase[@name='faulty']/error")
     assert suite.get("errors") == "1" and "injected failure during load" in error.get("message")
+
+
+def test_json_report_names_frameworks_options_seed_and_the_compared_tensors_in_graph_order(run_cli, tmp_path,
+                                                                                         models):
+    import onnxruntime
+
+    report = tmp_path / "r.json"
+    result = run_cli("run", models.matmul_chain, "--backend", "onnxrt", "--backend", "onnxref", "--mark-all",
+                     "--seed", "5", "--atol", "1e-4", "S:1e-2", "--report-json", report)
+    assert result.exit_code == 0, result.output
+    document = json.loads(report.read_text())
+    assert document["seed"] == 5 and document["model_outputs"] == ["Y", "S"]
+    assert document["options"] == {"seed": 5, "atol": ["1e-4", "S:1e-2"], "mark_all": True,
+                                   "report_json": str(report)}
+    frameworks = {b["name"]: b["framework"] for b in document["backends"]}
+    assert frameworks["onnxrt"] == f"onnxruntime {onnxruntime.__version__}"
+    assert frameworks["onnxref"].startswith("onnx ")
+    assert [(t["name"], t["node"], t["op_type"]) for t in document["tensors"]] == [
+        ("mm0", "MatMul_0", "MatMul"), ("t0", "Tanh_0", "Tanh"), ("mm1", "MatMul_1", "MatMul"),
+        ("t1", "Tanh_1", "Tanh"), ("mm2", "MatMul_2", "MatMul"), ("Y", "Tanh_2", "Tanh"), ("S", "sum", "ReduceSum")]
+    plain = tmp_path / "plain.json"
+    run_cli("run", EXAMPLE, "--backend", "onnxrt", "--backend", "onnxref", "--report-json", plain)
+    assert json.loads(plain.read_text())["tensors"] == []  # nothing marked: no per-layer view

@@ -1,4 +1,4 @@
-"""What users see: verbosity, colour rules, progress, the summary table, shell completion and error plots."""
+"""What users see: verbosity, colour rules, progress, the summary table and shell completion."""
 
 import io
 import os
@@ -71,19 +71,3 @@ def test_shell_completion_for_commands_and_backend_names():
                            capture_output=True, text=True, cwd=REPO,
                            executable=os.path.join(os.path.dirname(sys.executable), "cmpx"))
     assert "plain,onnxref" in words.stdout and "plain,onnxrt" in words.stdout
-
-
-def test_error_plots(run_cli, tmp_path):
-    result = run_cli("run", EXAMPLE, *BACKENDS, "--iterations", "2", "--save-error-plots", tmp_path / "plots")
-    assert result.exit_code == 0 and "wrote 4 error plot(s)" in result.output
-    files = sorted(p.name for p in (tmp_path / "plots").iterdir())
-    assert files == ["0-onnxrt-vs-onnxref-Y.png", "0-onnxrt-vs-onnxref-Z.png", "1-onnxrt-vs-onnxref-Y.png",
-                     "1-onnxrt-vs-onnxref-Z.png"]
-    assert (tmp_path / "plots" / files[0]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-
-
-def test_error_plots_without_matplotlib_say_how_to_get_it(run_cli, tmp_path, monkeypatch):
-    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if it were not installed
-    result = run_cli("run", EXAMPLE, *BACKENDS, "--save-error-plots", tmp_path / "plots")
-    assert result.exit_code == 2
-    assert "--save-error-plots needs matplotlib: pip install 'cmpx[plots]'" in result.output

@@ -19,4 +19,5 @@ def register_backends(registry):
                      "graph rewrites [default: all, ONNX Runtime's own default]"),
         ],
         supports_marking=True,
+        frameworks=("onnxruntime", "onnxruntime-gpu", "onnxruntime-openvino", "onnxruntime-directml"),
     )

@@ -27,6 +27,7 @@ class OutputSettings:
     nan_equal: bool = False
     inf_equal: bool = False
     thresholds: Mapping[str, float] = field(default_factory=dict)  # metric name -> threshold
+    samples: int = 0  # elements to sample for plots (cmpx.results.ErrorSample); 0: none
 
 
 @dataclass(frozen=True)
@@ -42,11 +43,12 @@ class ComparisonSettings:
     nan_equal: bool = False
     inf_equal: bool = False
     fail_fast: bool = False
+    samples: int = 0  # elements of each output to sample for plots (only when plots are asked for)
 
     def for_output(self, name: str) -> OutputSettings:
         return OutputSettings(self.atol.get(name), self.rtol.get(name), self.check_stat.get(name),
                               self.quantile.get(name), self.nan_equal, self.inf_equal,
-                              {metric: values.get(name) for metric, values in self.thresholds.items()})
+                              {metric: values.get(name) for metric, values in self.thresholds.items()}, self.samples)
 
 
 class ComparisonContext:

@@ -6,6 +6,7 @@ compared, and if not, why)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from cmpx.comparison.compare import compare_tensor
@@ -76,6 +77,11 @@ class IterationComparer:
             self.result.note_compared(pair)
             self.result.add_pair(pair)
             self.reporter.pair_compared(pair)
+            if plan.comparison.samples:  # the reporters drew what they wanted; the run keeps results, not samples
+                pair.outputs[:] = [output.without_sample() for output in pair.outputs]
+                if pair.first_divergence is not None:
+                    pair.first_divergence = replace(pair.first_divergence,
+                                                    result=pair.first_divergence.result.without_sample())
 
     def _inspect(self, name: str, iteration: int, tensor: str, array: Any, live: set[str],
                  values: dict[str, list[Any]]) -> None:

@@ -17,12 +17,14 @@ from cmpx import __version__
 from cmpx.errors import BackendCrashed, BackendFailed, BackendTimeout, OutputFailed
 from cmpx.outputs import AtomicFile
 from cmpx.reports.reporter import SilentReporter
-from cmpx.results import PairResult, PairTally
+from cmpx.results import PairResult, PairTally, RunResult
 from cmpx.runtimes import labels
 
 if TYPE_CHECKING:
     from cmpx.plan import RunPlan
+    from cmpx.registry import BackendSpec
     from cmpx.report import Report
+    from cmpx.request import RunRequest
 
 
 def run_document(report: Report) -> dict[str, Any]:
@@ -34,7 +36,14 @@ def run_document(report: Report) -> dict[str, Any]:
 
 
 def document_head(plan: RunPlan) -> dict[str, Any]:
-    return {"format": "cmpx-report", "cmpx_version": __version__, "model": plan.model.path if plan.model else None}
+    return {"format": "cmpx-report", "cmpx_version": __version__, "model": plan.model.path if plan.model else None,
+            "model_outputs": [spec.name for spec in plan.model.outputs] if plan.model else []}
+
+
+def results_of(document: Mapping[str, Any], pair: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The per-iteration records of one of the document's pairs (``document["pairs"][i]``), in iteration order."""
+    return [r for r in document.get("results", ()) if r.get("kind", "pair") == "pair"
+            and (r.get("backend"), r.get("reference")) == (pair.get("backend"), pair.get("reference"))]
 
 
 def document_tail(report: Report) -> dict[str, Any]:
@@ -44,8 +53,8 @@ def document_tail(report: Report) -> dict[str, Any]:
     for b in [*plan.backends, *(backend for backend, _ in plan.dropped)]:
         timing = result.infer_seconds.get(b.name)
         runtime = result.runtimes.get(b.name)
-        backends.append({"name": b.name, "label": shown[b.name], "kind": "live", "backend": b.spec.name,
-                         "options": dict(b.options), "transform": b.transform,
+        backends.append({"name": b.name, "label": shown.get(b.name, b.name), "kind": "live", "backend": b.spec.name,
+                         "options": dict(b.options), "transform": b.transform, "framework": framework(b.spec),
                          "framework_version": runtime.framework_version if runtime else None,
                          "python_given": b.python_given, "runtime": runtime.to_dict() if runtime else None,
                          "load_seconds": result.load_seconds.get(b.name),
@@ -55,9 +64,12 @@ def document_tail(report: Report) -> dict[str, Any]:
                          "failure": failure_record(result.failures.get(b.name))})
     backends += [{"name": b.name, "kind": "saved", "path": b.path, "iterations": len(b.source),
                   "saved_by": getattr(b.source, "about", None)} for b in plan.saved_backends]
+    request = report.request
     return {
         "exit_code": int(report.exit_code), "passed": report.passed, "interrupted": report.interrupted,
-        "iterations": result.iterations, "stopped_early": result.stopped_early, "backends": backends,
+        "iterations": result.iterations, "seed": request.seed if request else None,
+        "options": given_options(request), "stopped_early": result.stopped_early, "backends": backends,
+        "tensors": compared_tensors(plan, result),
         "pairs": [pair_summary(tally) for tally in result.tallies.values()],
         "results_dropped": result.pairs_dropped,
         "non_finite": [vars(finding) | {"first_index": list(finding.first_index)} for finding in result.non_finite],
@@ -112,6 +124,43 @@ class JsonReportWriter(SilentReporter):
                 self._target.file.write(text)
         except OutputFailed as exc:
             self._error, self._target = exc, None
+
+
+def framework(spec: BackendSpec) -> str | None:
+    """"onnxruntime 1.23.2": the first of the backend's framework distributions that is installed."""
+    from cmpx import installed
+
+    for name in spec.frameworks:
+        version = installed.version([name])
+        if version:
+            return f"{name} {version}"
+    return None
+
+
+def given_options(request: RunRequest | None) -> dict[str, Any]:
+    """The run options given other values than their defaults (the model and backends are reported apart)."""
+    from cmpx.request import request_defaults
+
+    if request is None:
+        return {}
+    given = {name: list(value) if isinstance(value, tuple) else value
+             for name, default in request_defaults().items() if name not in ("model", "backends")
+             and (value := getattr(request, name)) != default}
+    if request.thresholds:
+        given["thresholds"] = {metric: list(words) for metric, words in request.thresholds.items()}
+    return given
+
+
+def compared_tensors(plan: RunPlan, result: RunResult) -> list[dict[str, str]]:
+    """For a run that compares intermediate tensors (marked, or in saved runs): the model's tensors it compares
+    or marks, outputs included, in graph order, with the node that computes each and its op type; else empty."""
+    if plan.graph is None:
+        return []
+    wanted = set(plan.mark) | result.compared_outputs
+    if not wanted - plan.required_outputs:
+        return []
+    wanted |= plan.required_outputs
+    return [{"name": t.name, "node": t.node, "op_type": t.op_type} for t in plan.graph.tensors if t.name in wanted]
 
 
 def failure_record(error: BackendFailed | None) -> dict[str, Any] | None:

@@ -95,3 +95,16 @@ def conv_model(seed: int = 0) -> onnx.ModelProto:
                   [helper.make_tensor_value_info("X", TensorProto.FLOAT, [1, 3, 8, 8])],
                   [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [1, 4, 8, 8]),
                    helper.make_tensor_value_info("Z", TensorProto.FLOAT, [1, 4, 1, 1])], [weight, bias])
+
+
+def named_outputs(names, intermediate: str = "hidden") -> onnx.ModelProto:
+    """X[2,3] -> Mul(X, 1.5) -> ``intermediate`` (node "mul <intermediate>"); then one model output per name in
+    ``names``, each a unary op (Tanh, Neg, Abs, Relu in turn) of the intermediate, in a node named after it. For
+    tensor and node names that file systems or HTML treat specially."""
+    ops = ("Tanh", "Neg", "Abs", "Relu")
+    scale = numpy_helper.from_array(np.array(1.5, np.float32), "scale")
+    nodes = [helper.make_node("Mul", ["X", "scale"], [intermediate], name=f"mul {intermediate}")]
+    nodes += [helper.make_node(ops[i % len(ops)], [intermediate], [name], name=f"node {name}")
+              for i, name in enumerate(names)]
+    return _model(nodes, [helper.make_tensor_value_info("X", TensorProto.FLOAT, [2, 3])],
+                  [helper.make_tensor_value_info(name, TensorProto.FLOAT, [2, 3]) for name in names], [scale])
