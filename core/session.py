@@ -177,8 +177,12 @@ class Session:
             return []
         written = []
         document = report.to_dict()
-        pictures = self.figures.finish(document) if self.figures is not None else []
-        if request.save_error_plots:
+        try:
+            pictures = self.figures.finish(document) if self.figures is not None else []
+        except OutputFailed as exc:  # the plots could not all be written: the HTML report still can
+            report.output_failures.append(str(exc))
+            pictures = []
+        if request.save_error_plots and self.figures.written:
             written.append((f"{len(self.figures.written)} error plot(s)", request.save_error_plots))
         if request.report_html:
             from cmpx.reports.html_report import write_html_report

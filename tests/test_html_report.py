@@ -41,7 +41,7 @@ def failing_marked_run(run_cli, tmp_path):
 
 
 def _output_names(document):
-    return [o["name"] for pair in document["pairs"] for r in pair["results"] for o in r["outputs"]]
+    return [o["name"] for r in document["results"] for o in r["outputs"]]
 
 
 def test_the_report_in_a_browser_has_the_verdict_the_divergence_and_a_row_per_output(chromium, failing_marked_run,
@@ -89,7 +89,7 @@ def test_a_screenshot_of_the_report(chromium, failing_marked_run, tmp_path):
 
 def test_sorting_a_column_in_the_browser(chromium, failing_marked_run, tmp_path):
     page, document = failing_marked_run
-    errors = {o["name"]: o["metrics"][0]["data"]["abs"]["max"] for r in document["pairs"][0]["results"]
+    errors = {o["name"]: o["metrics"][0]["data"]["abs"]["max"] for r in document["results"]
               for o in r["outputs"]}
     probe = """<script>
       var table = document.querySelector("table.results"), button = table.querySelectorAll("thead button")[3];
@@ -182,11 +182,11 @@ def test_without_matplotlib_the_report_has_no_plots_and_says_so(run_cli, tmp_pat
 
 
 @pytest.mark.parametrize("make_path, problem", [
-    (lambda tmp: tmp / "missing" / "r.html", "the directory"), (lambda tmp: tmp, "that is a directory")])
+    (lambda tmp: tmp / "missing" / "r.html", ": the directory"), (lambda tmp: tmp, " is a directory; give the path of a file")])
 def test_a_report_path_that_cannot_be_written_is_refused_before_any_inference(run_cli, tmp_path, make_path, problem):
     path = make_path(tmp_path)
     result = run_cli("run", EXAMPLE, "--backend", "onnxrt", "--backend", "onnxref", "--report-html", path)
-    assert result.exit_code == 2 and f"--report-html {path}: {problem}" in result.output
+    assert result.exit_code == 2 and f"--report-html {path}{problem}" in result.output
     assert "loaded" not in result.output
 
 

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from cmpx.errors import OutputFailed
 from cmpx.outputs import write_file
 from cmpx.reports.reporter import SilentReporter
 
@@ -90,8 +91,12 @@ class FigureCollector(SilentReporter):
         self.written: list[str] = []
         self.left_out = 0  # per-output figures the HTML report does not show (past HTML_OUTPUT_FIGURES)
         self._best: dict[tuple[str, str, str], _Candidate] = {}
+        self.error: OutputFailed | None = None
         if directory:
-            os.makedirs(directory, exist_ok=True)
+            try:
+                os.makedirs(directory, exist_ok=True)
+            except OSError as exc:
+                self.error = OutputFailed(f"--save-error-plots {directory}: {exc.strerror or exc}")
 
     def pair_compared(self, pair: PairResult) -> None:
         divergence = pair.first_divergence.tensor if pair.first_divergence else None
@@ -137,6 +142,8 @@ class FigureCollector(SilentReporter):
                     pictures.append(candidate.picture or self._draw(backend, reference, candidate.iteration,
                                                                     candidate.output))
         self._best.clear()
+        if self.error is not None:
+            raise self.error
         return pictures
 
     def _draw(self, backend: str, reference: str, iteration: int, output: OutputResult) -> Picture:
@@ -152,8 +159,16 @@ class FigureCollector(SilentReporter):
                        png_bytes(output_figure(caption, data, output.sample)), not output.passed)
 
     def _write(self, picture: Picture) -> None:
+        """Write one plot; the first one that cannot be written (a full or read-only disk) stops the writing, and
+        ``finish`` raises it: the run and its other reports go on."""
+        if self.error is not None:
+            return
         path = os.path.join(self.directory, picture.file_name)
-        write_file("--save-error-plots", path, lambda f: f.write(picture.png), mode="wb")
+        try:
+            write_file("--save-error-plots", path, lambda f: f.write(picture.png), mode="wb")
+        except OutputFailed as exc:
+            self.error = exc
+            return
         self.written.append(path)
 
 
