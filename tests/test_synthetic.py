@@ -69,3 +69,87 @@ def test_floats_made_chunk_by_chunk_equal_one_draw(monkeypatch):
     [feed] = feeds([TensorSpec("X", "float16", (5, 9))], seed=11, default_range=ValueRange(-3, 2))
     expected = (np.random.RandomState(11).random_sample(size=(5, 9)) * 5 - 3).astype(np.float16)
     np.testing.assert_array_equal(feed["X"], expected)
+
+
+def _mixed_model(path):
+    """Inputs int64 a[2,3], float32 b[2,2], bool c[3] (in that order): outputs ya, yb, yc (identities)."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Identity", [name], [f"y{name}"]) for name in "abc"], "mixed",
+        [helper.make_tensor_value_info("a", TensorProto.INT64, [2, 3]),
+         helper.make_tensor_value_info("b", TensorProto.FLOAT, [2, 2]),
+         helper.make_tensor_value_info("c", TensorProto.BOOL, [3])],
+        [helper.make_tensor_value_info(f"y{name}", kind, shape) for name, kind, shape in
+         (("a", TensorProto.INT64, [2, 3]), ("b", TensorProto.FLOAT, [2, 2]), ("c", TensorProto.BOOL, [3]))])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), str(path))
+    return str(path)
+
+
+def _polygraphy_inputs(model, out, *extra):
+    import os
+    import subprocess
+    import sys
+
+    polygraphy = os.path.join(os.path.dirname(sys.executable), "polygraphy")
+    done = subprocess.run([polygraphy, "run", model, "--onnxrt", "--iterations", "2", "--save-inputs", out, *extra],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    from cmpx.saved.opening import open_saved
+
+    source = open_saved(out, "inputs").sources[0]
+    return [source.load(i) for i in range(len(source))]
+
+
+def test_floats_and_bools_equal_polygraphys_after_an_integer_input_and_ints_too_when_ranged(run_cli, tmp_path):
+    """An int64 input before the float one shifted cmpx's stream: a golden made by Polygraphy then failed."""
+    model = _mixed_model(tmp_path / "mixed.onnx")
+    theirs = _polygraphy_inputs(model, str(tmp_path / "pg.json"))
+    ours = run_cli("run", model, "--backend", "onnxrt", "--iterations", "2", "--save-inputs", tmp_path / "ours")
+    assert ours.exit_code == 0, ours.output
+    from cmpx.saved.opening import open_saved
+
+    mine = open_saved(str(tmp_path / "ours"), "inputs").sources[0]
+    for iteration in range(2):
+        np.testing.assert_array_equal(mine.load(iteration)["b"], theirs[iteration]["b"])
+        np.testing.assert_array_equal(mine.load(iteration)["c"], theirs[iteration]["c"])
+        assert set(np.unique(theirs[iteration]["a"])) <= {0, 1}  # Polygraphy's trap: indices never above 1
+    ranged = _polygraphy_inputs(model, str(tmp_path / "pg-ranged.json"), "--val-range", "a:[0,5]")
+    ours = run_cli("run", model, "--backend", "onnxrt", "--iterations", "2", "--val-range", "a:[0,5]",
+                   "--save-inputs", tmp_path / "ours-ranged")
+    mine = open_saved(str(tmp_path / "ours-ranged"), "inputs").sources[0]
+    for iteration in range(2):
+        for name in "abc":
+            np.testing.assert_array_equal(mine.load(iteration)[name], ranged[iteration][name])
+    # And Polygraphy's golden outputs, made from its own synthetic data, pass against a fresh cmpx run as they are.
+    import os
+    import subprocess
+    import sys
+
+    golden = tmp_path / "golden.json"
+    subprocess.run([os.path.join(os.path.dirname(sys.executable), "polygraphy"), "run", model, "--onnxrt", "--val-range", "a:[0,5]",
+                    "--save-outputs", str(golden)], check=True, capture_output=True, timeout=300)
+    checked = run_cli("run", model, "--backend", "onnxrt", "--val-range", "a:[0,5]", "--load-outputs", golden)
+    assert checked.exit_code == 0, checked.output
+
+
+def test_float64_data_is_cast_to_a_float32_input_with_one_warning(run_cli, tmp_path):
+    script = tmp_path / "f64.py"
+    script.write_text("import numpy as np\n"
+                      "def load_data():\n"
+                      "    for i in range(3):\n"
+                      "        yield {'X': np.full((1, 3, 8, 8), 0.5 + i)}\n")  # numpy's default: float64
+    result = run_cli("run", "examples/models/conv.onnx", "--backend", "onnxrt", "--backend", "onnxref",
+                     "--data-loader-script", script)
+    assert result.exit_code == 0, result.output
+    warnings = [line for line in result.output.splitlines() if "cast from float64 to float32" in line]
+    assert len(warnings) == 1 and "input 'X'" in warnings[0]
+    big = tmp_path / "big.py"
+    big.write_text("import numpy as np\ndef load_data():\n    yield {'X': np.full((1, 3, 8, 8), 1e300)}\n")
+    overflow = run_cli("run", "examples/models/conv.onnx", "--backend", "onnxrt", "--data-loader-script", big)
+    assert "192 value(s) beyond float32's range became infinite" in overflow.output
+    ints = tmp_path / "ints.py"
+    ints.write_text("import numpy as np\ndef load_data():\n    yield {'X': np.zeros((1, 3, 8, 8), np.int64)}\n")
+    refused = run_cli("run", "examples/models/conv.onnx", "--backend", "onnxrt", "--data-loader-script", ints)
+    assert refused.exit_code == 2 and "does not convert to it safely" in refused.output

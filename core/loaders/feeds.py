@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from cmpx.dtypes import numpy_dtype
+from cmpx.dtypes import is_floating, numpy_dtype
 from cmpx.errors import UsageError
 from cmpx.model.info import TensorSpec
 
@@ -36,10 +36,15 @@ def fit_feeds(feeds: Any, inputs: Sequence[TensorSpec], iteration: int, source: 
             raise UsageError(f"{where}: input {name!r} is a {type(array).__name__}, not a numpy array")
         dtype = numpy_dtype(spec.dtype)
         if array.dtype != dtype:
-            if not np.can_cast(array.dtype, dtype, casting="safe"):
+            if np.can_cast(array.dtype, dtype, casting="safe"):
+                warn(f"{where}: input {name!r} converted from {array.dtype} to {dtype} (a safe cast)")
+            elif array.dtype == np.float64 and is_floating(dtype):  # numpy's default float; Polygraphy casts it too
+                beyond = _beyond_range(array, dtype)
+                warn(f"{where}: input {name!r} cast from float64 to {dtype}, the model's type"
+                     + (f"; {beyond} value(s) beyond {dtype}'s range became infinite" if beyond else ""))
+            else:
                 raise UsageError(f"{where}: input {name!r} has dtype {array.dtype}, the model takes {dtype}, and "
                                  f"{array.dtype} does not convert to it safely; convert it in the data source")
-            warn(f"{where}: input {name!r} converted from {array.dtype} to {dtype} (a safe cast)")
             array = array.astype(dtype)
         if spec.shape is not None and (len(array.shape) != len(spec.shape) or any(
                 isinstance(d, int) and d != s for d, s in zip(spec.shape, array.shape))):
@@ -61,3 +66,18 @@ def feeds_digest(feeds: Mapping[str, Any]) -> str:
         digest.update(f"{name}|{array.dtype.name}|{array.shape}|".encode())
         digest.update(array.reshape(-1).view(np.uint8).data)
     return "blake2b:" + digest.hexdigest()
+
+
+def _beyond_range(array: Any, dtype: Any) -> int:
+    """How many finite values of ``array`` are too large for ``dtype`` (they become infinite when cast)."""
+    import numpy as np
+
+    from cmpx.dtypes import is_extension
+
+    largest = float(np.finfo(np.float32 if is_extension(dtype) else dtype).max)
+    if is_extension(dtype):
+        import ml_dtypes
+
+        largest = float(ml_dtypes.finfo(dtype).max)
+    finite = np.abs(array[np.isfinite(array)])
+    return int(np.count_nonzero(finite > largest))

@@ -1,9 +1,12 @@
-"""Seeded synthetic inputs, value-compatible with Polygraphy's default data loader for floats.
+"""Seeded synthetic inputs, value-compatible with Polygraphy's default data loader.
 
-Iteration i draws from ``numpy.random.RandomState(seed + i)``, input by input in model order, so the same
-seed gives the same feeds as ``polygraphy run --seed`` for float and bool inputs. Integers differ on purpose:
-Polygraphy draws them from {0, 1}, which never exercises an index other than 0 and 1; cmpx draws integers
-uniformly from [0, 9] inclusive by default (override with --val-range, bounds inclusive).
+Iteration i draws from ``numpy.random.RandomState(seed + i)``, input by input in model order, with the calls
+Polygraphy makes, so the same seed gives the same feeds as ``polygraphy run --seed``: floats and bools always, and
+integers whenever their range is given (``--val-range``). Integers without a given range differ on purpose:
+Polygraphy draws them from {0, 1}, which never exercises an index other than 0 and 1, while cmpx draws them from
+its own default range. Those values come from a side stream of their own (seeded by the seed, the iteration and
+the input's position), and the main stream is advanced exactly as Polygraphy's {0, 1} draw advances it, so the
+floats and bools after an integer input still match Polygraphy's.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from cmpx.model.info import TensorSpec
 
 DEFAULT_FLOAT_RANGE = ValueRange(0.0, 1.0)
 DEFAULT_INT_RANGE = ValueRange(0, 9)
+SIDE_STREAM = 0x636D7078  # "cmpx": seeds the stream of integers drawn from cmpx's own ranges
 
 
 class SyntheticDataLoader:
@@ -30,11 +34,24 @@ class SyntheticDataLoader:
         self.options = options
 
     def feeds(self, inputs: Sequence[TensorSpec]) -> Iterator[dict[str, np.ndarray]]:
-        plans = [(spec, numpy_dtype(spec.dtype), self._range(spec)) for spec in inputs]
+        plans = [(spec, numpy_dtype(spec.dtype), self._range(spec), self._given(spec)) for spec in inputs]
         for iteration in range(self.options.iterations or 1):
-            rng = np.random.RandomState(self.options.seed + iteration)
-            yield {spec.name: sample(rng, dtype, tuple(spec.shape), value_range)
-                   for spec, dtype, value_range in plans}
+            seed = self.options.seed + iteration
+            rng = np.random.RandomState(seed)
+            feed = {}
+            for position, (spec, dtype, value_range, given) in enumerate(plans):
+                shape = tuple(spec.shape)
+                if dtype.kind in "iu" and not given:
+                    rng.randint(0, 2, size=shape, dtype=dtype)  # what Polygraphy's default {0, 1} draw consumes
+                    feed[spec.name] = sample(np.random.RandomState([seed, SIDE_STREAM, position]), dtype, shape,
+                                             value_range)
+                else:
+                    feed[spec.name] = sample(rng, dtype, shape, value_range)
+            yield feed
+
+    def _given(self, spec: TensorSpec) -> bool:
+        """Whether the user gave this input's range (then its values are Polygraphy's too)."""
+        return spec.name in self.options.ranges or self.options.default_range is not None
 
     def _range(self, spec: TensorSpec) -> ValueRange:
         chosen = self.options.ranges.get(spec.name, self.options.default_range)
