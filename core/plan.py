@@ -69,6 +69,8 @@ class RunPlan:
     dropped: Sequence[tuple[BackendPlan, BackendFailed]] = ()  # backends whose model transform failed
     output_map: Mapping[str, str] = field(default_factory=dict)  # --output-map A=B: tensor B compared as A
     postprocess: Postprocess = field(default_factory=Postprocess)  # --postprocess top-K
+    warm_up: int = 0  # --warm-up: untimed inferences before the first timed one
+    model_file: str | None = None  # the file backends load (beside its external data: --external-data-dir)
 
     @property
     def required_outputs(self) -> frozenset[str]:
