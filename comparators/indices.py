@@ -22,6 +22,11 @@ class IndicesCheck:
     flag_aliases = ("--index-tolerance",)
     description = "index outputs (top-k): each value within --index-tolerance positions of its place in the reference"
 
+    @staticmethod
+    def check_threshold(value: float) -> None:
+        if not (math.isfinite(value) and value >= 0 and float(value).is_integer()):
+            raise ValueError(f"the index tolerance is a whole number of positions (0, 1, 2...), not {value:g}")
+
     def compare(self, context: ComparisonContext) -> MetricResult:
         import numpy as np
 

@@ -74,9 +74,26 @@ class SimilarityMetric:
         passed = value >= threshold if self.higher_is_better else value <= threshold
         passed = passed and not math.isnan(value)
         relation = ">=" if self.higher_is_better else "<="
-        return MetricResult(self.name, bool(passed), summary=f"{self.name} {value:.6g}{self.unit}",
-                            criterion=f"{relation} {threshold:g}{self.unit}", value=value,
+        shown, limit = distinct_digits(value, threshold)
+        return MetricResult(self.name, bool(passed), summary=f"{self.name} {shown}{self.unit}",
+                            criterion=f"{relation} {limit}{self.unit}", value=value,
                             data={"value": value, "threshold": threshold})
+
+
+def distinct_digits(value: float, threshold: float) -> tuple[str, str]:
+    """``value`` and ``threshold`` as text: the threshold exactly as given, the value with the fewest significant
+    digits (at least 6) that keep its order against the threshold, so that a cosine of 0.99999998 against a
+    threshold of 0.99999999 does not read "1 [>= 1]"."""
+    limit = f"{threshold:g}" if float(f"{threshold:g}") == threshold else repr(threshold)
+    if math.isnan(value):
+        return "nan", limit
+    order = (value > threshold) - (value < threshold)
+    for digits in range(6, 18):
+        shown = f"{value:.{digits}g}"
+        rounded = float(shown)
+        if (rounded > threshold) - (rounded < threshold) == order and (order == 0 or shown != limit):
+            return shown, limit
+    return repr(value), limit
 
 
 def builtin_metrics() -> list[Any]:

@@ -45,6 +45,21 @@ def _check_parent(option: str, path: str) -> None:
                          "permissions); choose another path")
 
 
+def _creation_mode() -> int:
+    """The mode ``open()`` gives a new file: 0o666 less the process's umask (read without changing it, where
+    Linux shows it)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return 0o666 & ~int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 class AtomicFile:
     """A file that appears at ``path`` only once complete: written as a temporary file in the same directory, then
     renamed by ``commit``; ``abandon`` removes it. An OSError (a full or read-only disk) while opening, writing or
@@ -57,6 +72,7 @@ class AtomicFile:
         with self.failing():
             fd, self.temporary = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".partial",
                                                   dir=directory)
+            os.fchmod(fd, _creation_mode())  # mkstemp makes it private; a report is as readable as any new file
             self.file: IO = os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"}))
 
     @contextmanager

@@ -12,6 +12,7 @@ from typing import Any
 
 from cmpx.argtypes import check_names
 from cmpx.comparison.pairing import check_reference, instance_names
+from cmpx.comparison.output_map import resolve_output_map
 from cmpx.errors import BackendFailed, CmpxError, RemoteTraceback, UsageError, bounded
 from cmpx.loaders.feeds import fit_feeds
 from cmpx.loaders.options import DataOptions
@@ -49,8 +50,9 @@ def build_plan(checked: Preflight, warn: Callable[[str], None], scratch: str | N
     what = ("model outputs" + (" and marked tensors" if mark else "")) if model else "saved outputs"
     for option, values in checked.per_output_options.items():
         check_names(option, values.overrides, output_names, what)
+    output_map = resolve_output_map(checked.output_map, output_names)
     if model is not None:
-        check_names("--output-map", checked.output_map, output_names, what)
+        check_names("--output-map", output_map, output_names, what)
         check_names("--postprocess", checked.postprocess.by_output, output_names, what)
 
     feeds, inputs, iterations, dropped = None, (), None, []
@@ -92,7 +94,7 @@ def build_plan(checked: Preflight, warn: Callable[[str], None], scratch: str | N
                    checked.settings, validate=request.validate, saved_backends=saved,
                    save_inputs=request.save_inputs, save_outputs=request.save_outputs, iterations=iterations,
                    mark=mark, graph=graph, show_unmatched=request.show_unmatched, dropped=dropped,
-                   output_map=checked.output_map, postprocess=checked.postprocess, warm_up=request.warm_up,
+                   output_map=output_map, postprocess=checked.postprocess, warm_up=request.warm_up,
                    model_file=model_file)
     return plan, feeds
 

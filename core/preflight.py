@@ -4,7 +4,7 @@ error before any worker starts, fast, and without importing a framework."""
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,6 +12,7 @@ from cmpx.argtypes import PerOutput, ValueRange, check_names, check_stat, parse_
     parse_val_ranges, quantile, seconds, threshold, tolerance
 from cmpx.comparison.compare import ComparisonSettings
 from cmpx.comparison.metric_names import selected_metrics
+from cmpx.comparison.output_map import check_output_map
 from cmpx.comparison.pairing import instance_names
 from cmpx.comparison.postprocess import Postprocess, parse_postprocess
 from cmpx.envs import resolve_python
@@ -44,7 +45,7 @@ class Preflight:
     ranges: Mapping[str, ValueRange]
     loader: DataLoaderSpec
     model_format: str | None = None  # the model's suffix when it is in its backends' own format, not ONNX
-    output_map: Mapping[str, str] = field(default_factory=dict)
+    output_map: tuple[str, ...] = ()  # --output-map words, read against the outputs' names by the planner
     postprocess: Postprocess = field(default_factory=Postprocess)
 
 
@@ -53,6 +54,7 @@ def preflight(request: RunRequest, plugins: PluginSet, settings: PluginSettings)
     _check_requested_plugins(plugins, settings)
     words = _backend_words(request, plugins)
     specs = [_backend_spec(plugins, name) for name, _, _ in words]
+    _check_unused_backend_options(request, plugins, {spec.name for spec in specs})
     _check_scalars(request)
     comparison, per_output_options = _comparison_settings(request, plugins)
     shapes = parse_input_shapes(request.input_shapes)
@@ -68,21 +70,7 @@ def preflight(request: RunRequest, plugins: PluginSet, settings: PluginSettings)
     model_format = _check_model_format(request, plugins, backends)
     return Preflight(request, plugins, settings, backends, _timeouts(request, backends), comparison,
                      per_output_options, shapes, default_range, ranges, loader, model_format,
-                     _output_map(request.output_map), parse_postprocess(request.postprocess))
-
-
-def _output_map(words: Sequence[str]) -> dict[str, str]:
-    """--output-map A=B: a tensor named B (in a backend or saved run that has no A) is compared as output A."""
-    mapping: dict[str, str] = {}
-    for word in words:
-        target, sep, source = word.partition("=")
-        if not sep or not target or not source:
-            raise UsageError(f"--output-map: cannot read {word!r}; give NAME=OTHER_NAME, e.g. --output-map "
-                             "logits=output_0 (an output named output_0 is compared as logits)")
-        if target in mapping:
-            raise UsageError(f"--output-map: {target!r} is mapped twice; map each output once")
-        mapping[target] = source
-    return mapping
+                     check_output_map(request.output_map), parse_postprocess(request.postprocess))
 
 
 def _check_outputs(request: RunRequest) -> None:
@@ -175,6 +163,19 @@ def _backend_options(spec: BackendSpec, given: Mapping[str, Any]) -> dict[str, A
             else option.default for option in spec.options}
 
 
+def _check_unused_backend_options(request: RunRequest, plugins: PluginSet, used: set[str]) -> None:
+    """An option of a backend the run does not use would be ignored: refuse it, naming the backend."""
+    for name in plugins.backends.names():
+        spec = plugins.backends.get(name)
+        if spec is None or name in used:
+            continue
+        for option in spec.options:
+            value = request.backend_options.get(spec.param(option))
+            if value not in (None, option.default, (), [], False):
+                raise UsageError(f"{spec.flag(option)} is an option of backend {name}, which this run does not use; "
+                                 f"add --backend {name}, or leave it out")
+
+
 def _option_value(spec: BackendSpec, option: BackendOption, value: Any) -> Any:
     flag = spec.flag(option)
     if option.is_flag:
@@ -261,14 +262,29 @@ def _comparison_settings(request: RunRequest, plugins: PluginSet) -> tuple[Compa
         spec = plugins.metrics.get(metric_name)
         if spec is None or getattr(spec.metric, "threshold", None) is None:
             raise UsageError(f"--{metric_name}-threshold: no metric {metric_name!r} with a threshold is registered")
-        option = f"--{metric_name}-threshold"
-        per_output[option] = thresholds[metric_name] = parse_per_output(option, words, spec.metric.threshold,
-                                                                         threshold)
+        option = " / ".join((f"--{metric_name}-threshold", *getattr(spec.metric, "flag_aliases", ())))
+        parse = _metric_threshold(spec.metric)
+        per_output[option] = thresholds[metric_name] = parse_per_output(option, words, spec.metric.threshold, parse)
     comparison = ComparisonSettings(
         metrics, per_output["--atol"], per_output["--rtol"], per_output["--check-error-stat"],
         per_output["--error-quantile"], thresholds, request.nan_equal, request.infinities_compare_equal,
         request.fail_fast)
     return comparison, per_output
+
+
+def _metric_threshold(metric: Any) -> Callable[[str], float]:
+    """A threshold's parser: any number but NaN, which the metric's optional ``check_threshold(value)`` may narrow
+    (it raises ValueError saying what it takes)."""
+    check = getattr(metric, "check_threshold", None)
+    if check is None:
+        return threshold
+
+    def parse(text: str) -> float:
+        value = threshold(text)
+        check(value)
+        return value
+
+    return parse
 
 
 def _backend_spec(plugins: PluginSet, name: str) -> BackendSpec:

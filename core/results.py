@@ -77,6 +77,7 @@ class OutputResult:
     note: str = ""  # why it failed before any metric ran (missing, shape mismatch), or a dtype remark
     failed_early: bool = False
     elements: int = 0
+    missing_in: str = ""  # the side of the pair that lacks this output ("" when both sides have it)
 
     @property
     def passed(self) -> bool:
@@ -153,6 +154,8 @@ class PairTally:
     iterations_passed: int = 0
     outputs: int = 0
     outputs_passed: int = 0
+    outputs_compared: int = 0  # outputs that got as far as a comparison (not missing on a side, same shape)
+    iterations_compared: int = 0  # iterations in which at least one output did
     elements: int = 0
     worst_abs: float | None = None
     worst_rel: float | None = None
@@ -164,6 +167,9 @@ class PairTally:
         self.iterations_passed += pair.passed
         self.outputs += len(pair.outputs)
         self.outputs_passed += sum(o.passed for o in pair.outputs)
+        reached = sum(not o.failed_early for o in pair.outputs)
+        self.outputs_compared += reached
+        self.iterations_compared += reached > 0
         self.elements += sum(o.elements for o in pair.outputs)
         self.worst_abs = _largest([self.worst_abs, *(o.worst("abs") for o in pair.outputs)])
         self.worst_rel = _largest([self.worst_rel, *(o.worst("rel") for o in pair.outputs)])
@@ -241,7 +247,7 @@ class RunResult:
     def note_compared(self, pair: PairResult) -> None:
         """Remember which outputs were compared and which metrics ran (to warn about requests that never were)."""
         for output in pair.outputs:
-            if output.metrics:
+            if output.metrics or not output.missing_in:  # compared, or failed on its shape: both sides had it
                 self.compared_outputs.add(output.output)
                 self.metrics_ran.update(m.metric for m in output.metrics)
 
@@ -251,7 +257,7 @@ class RunResult:
     @property
     def compared(self) -> int:
         """Pair-iterations that compared at least one output."""
-        return sum(t.iterations for t in self.tallies.values() if t.outputs)
+        return sum(t.iterations_compared for t in self.tallies.values())
 
 
 def _largest(values: Sequence[float | None]) -> float | None:

@@ -51,6 +51,12 @@ def files(tmp_path):
         {"lst": [["r", [{"outputs": {"Y": {"values": _declaring(1 << 20), "polygraphy_class": "LazyArray"}},
                          "runtime": None, "runner_name": "r", "polygraphy_class": "IterationResult"}]]],
          "polygraphy_class": "RunResults"}))
+    good = _encoded(np.zeros((1, 3, 8, 8), np.float32))
+    (tmp_path / "bad-base64.json").write_text(json.dumps([{"X": dict(good, array=good["array"][:-8] + "!@#$AAAA")}]))
+    gap = tmp_path / "polygraphy-gap"
+    gap.mkdir()
+    for number in (0, 2):  # Polygraphy's per-iteration files, the second one lost
+        (gap / f"{number:010d}.json").write_text(json.dumps({"X": good}))
     testset = tmp_path / "escape" / "test_data_set_0"
     testset.mkdir(parents=True)
     proto = numpy_helper.from_array(np.zeros((1, 3, 8, 8), np.float32), "X")
@@ -59,6 +65,12 @@ def files(tmp_path):
     (testset / "input_0.pb").write_bytes(proto.SerializeToString())
     (tmp_path / "secret.bin").write_bytes(b"\0" * 4 * 3 * 64)
     return tmp_path
+
+
+def _encoded(array: np.ndarray) -> dict:
+    buffer = io.BytesIO()
+    np.save(buffer, array, allow_pickle=False)
+    return {"array": base64.b64encode(buffer.getvalue()).decode(), "polygraphy_class": "ndarray"}
 
 
 def _declaring(elements: int) -> dict:
@@ -147,6 +159,16 @@ CASES = [
     (EXAMPLE, (*OK, "--load-inputs", "{tmp}/huge-array.json"), "declares 70368744177664 bytes of data but holds"),
     (EXAMPLE, (*OK, "--load-outputs", "{tmp}/damaged-output.json"), "r iteration 0 Y: the array declares"),
     (EXAMPLE, (*OK, "--load-inputs", "{tmp}/escape"), "file entry '../../secret.bin' points outside"),
+    (EXAMPLE, (*OK, "--load-inputs", "{tmp}/bad-base64.json"), "X: the array's base64 text is damaged"),
+    (EXAMPLE, (*OK, "--load-inputs", "{tmp}/polygraphy-gap"), "iteration file(s) 0000000001.json missing"),
+    # Polygraphy's options and spellings
+    (EXAMPLE, (*OK, "--compare", "indices", "--index-tolerance", "1.5"),
+     "--index-tolerance: '1.5': the index tolerance is a whole number of positions (0, 1, 2...), not 1.5"),
+    (EXAMPLE, (*OK, "--tf32"), "--tf32 is an option of backend trt, which this run does not use; add --backend trt"),
+    (EXAMPLE, ("--onnxrt", "--trt-outputs", "*"), "--trt-outputs is an option of backend trt, which this run"),
+    (EXAMPLE, (*OK, "--lpips-threshold", "0.1"), "--lpips-threshold is a Polygraphy option that cmpx does not have"),
+    (EXAMPLE, (*OK, "--opset", "13"), "--opset is a Polygraphy option that cmpx does not have"),
+    (EXAMPLE, (*OK, "--output-map", "=Y"), "--output-map: cannot read '=Y'; give NAME=OTHER_NAME"),
     # outputs are checked before any work
     (EXAMPLE, (*OK, "--report-json", "{tmp}/no/such/dir/r.json"), "the directory {tmp}/no/such/dir does not exist"),
     (EXAMPLE, (*OK, "--junit", "{tmp}/full"), "--junit {tmp}/full is a directory; give the path of a file"),

@@ -124,10 +124,10 @@ def test_trt_mark_all_finds_layers(run_cli, models):
 def test_a_prebuilt_engine_refuses_build_options_by_name():
     from cmpx_trt.engines import EngineOptionError, check_engine_options
 
-    check_engine_options({"min_shapes": (), "tf32": "off", "save_engine": None, "plugins": ("lib.so",),
+    check_engine_options({"min_shapes": (), "tf32": False, "save_engine": None, "plugins": ("lib.so",),
                           "strongly_typed": False})
     with pytest.raises(EngineOptionError, match=r"--trt-min-shapes, --save-engine, --tf32 apply when TensorRT builds"):
-        check_engine_options({"min_shapes": ("X:[1]",), "save_engine": "out.engine", "tf32": "on"})
+        check_engine_options({"min_shapes": ("X:[1]",), "save_engine": "out.engine", "tf32": True})
 
 
 def test_engine_data_types_map_to_numpy_names():

@@ -80,7 +80,7 @@ class TrtBackend(cmpx.Backend):
 
     def _build(self, model_path: str) -> bytes:
         trt = self.trt
-        plan = precision_plan(int(trt.__version__.split(".")[0]), self.options.get("tf32") == "on",
+        plan = precision_plan(int(trt.__version__.split(".")[0]), bool(self.options.get("tf32")),
                               bool(self.options.get("strongly_typed")))
         builder = trt.Builder(self.logger)
         flags = 0

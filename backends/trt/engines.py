@@ -20,7 +20,7 @@ BUILD_ONLY = {"min_shapes": ("--trt-min-shapes", ()), "opt_shapes": ("--trt-opt-
               "exclude_outputs": ("--trt-exclude-outputs", ()), "save_engine": ("--save-engine", None),
               "load_timing_cache": ("--load-timing-cache", None), "save_timing_cache": ("--save-timing-cache", None),
               "builder_optimization_level": ("--builder-optimization-level", None),
-              "pool_limit": ("--pool-limit", ()), "tf32": ("--tf32", "off"),
+              "pool_limit": ("--pool-limit", ()), "tf32": ("--tf32", False),
               "strongly_typed": ("--strongly-typed", False)}
 
 

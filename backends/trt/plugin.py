@@ -42,7 +42,7 @@ def register_backends(registry):
             BackendOption("pool_limit", flag="--pool-limit", multiple=True, aliases=("--memory-pool-limit",),
                           help="memory pool limits, e.g. workspace:1G"),
             BackendOption("plugins", flag="--plugins", multiple=True, help="TensorRT plugin libraries (.so) to load"),
-            BackendOption("tf32", flag="--tf32", choices=("off", "on"), default="off",
+            BackendOption("tf32", flag="--tf32", is_flag=True,
                           help="allow TF32 math (cleared by default, as Polygraphy does)"),
             BackendOption("strongly_typed", flag="--strongly-typed", is_flag=True,
                           help="TensorRT 10: build a strongly typed network, honouring the graph's types exactly "

@@ -15,6 +15,8 @@ _PRECISION = ("TensorRT 11 builds strongly typed networks: precision comes from 
               "--backend trt:fp16); cmpx has no per-layer precision constraints")
 _SAVE_MODEL = "--save-transformed DIR keeps the models cmpx makes (MODEL.fp16.onnx...)"
 _TENSORFLOW = "cmpx runs ONNX models (and engines or IR through the backends that load them), not TensorFlow"
+_LPIPS = ("cmpx has no LPIPS metric (it needs torch); --compare psnr, snr or cosine measure images too, and a "
+          "metric plugin can add LPIPS (docs/plugins.md, section 3)")
 
 ALTERNATIVES: dict[str, str] = {
     "--sequential-runners": "cmpx runs every backend in a worker process of its own, all at once; leave it out",
@@ -53,6 +55,9 @@ ALTERNATIVES: dict[str, str] = {
                         "--calibration-cache); TensorRT 11 has no calibrators",
     "--calibration-base-class": "int8 is calibrated by cmpx's int8 transform (--calibration-iterations, "
                                 "--calibration-cache); TensorRT 11 has no calibrators",
+    "--lpips-threshold": _LPIPS, "--lpips-tolerance": _LPIPS,
+    "--opset": "Polygraphy's --opset converts TensorFlow models; cmpx runs ONNX (export with the opset you want; "
+               "--onnxref-opset N runs the reference on the model converted to opset N)",
     "--tf": _TENSORFLOW, "--tftrt": _TENSORFLOW, "--use-tftrt": _TENSORFLOW, "--ckpt": _TENSORFLOW,
     "--tf-outputs": _TENSORFLOW, "--pluginref": "cmpx has no pluginref runner; onnxref (onnx.reference) is its "
                                                 "CPU reference",

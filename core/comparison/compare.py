@@ -94,7 +94,7 @@ def compare_tensor(pairs: Sequence[PairResult], tensor: str, arrays: Mapping[str
                 pair.unmatched.append((tensor, side))
                 continue
             missing = pair.reference if side == pair.backend else pair.backend
-            pair.outputs.append(OutputResult(tensor, note=f"missing in {missing}", failed_early=True))
+            pair.outputs.append(OutputResult(tensor, note=f"missing in {missing}", failed_early=True, missing_in=missing))
         else:
             continue
         if settings.fail_fast and not pair.outputs[-1].passed:

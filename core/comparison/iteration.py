@@ -5,6 +5,7 @@ compared, and if not, why)."""
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -72,7 +73,7 @@ class IterationComparer:
         for pair in pairs:
             if plan.graph is not None:
                 pair.first_divergence = first_divergence(plan.graph, {o.output: o for o in pair.outputs})
-            if not pair.outputs or any(o.note.startswith("missing in") for o in pair.outputs):
+            if not pair.outputs or any(o.missing_in for o in pair.outputs):
                 pair.note = _mismatched_names(pair, names)
             self.result.note_compared(pair)
             self.result.add_pair(pair)
@@ -119,21 +120,27 @@ def _mapped(names: list[str], output_map: Mapping[str, str]) -> dict[str, str]:
     return renamed
 
 
+def _map_option(target: str, source: str) -> str:
+    """The --output-map option pairing ``source`` as ``target``, quoted for a shell where it needs to be."""
+    return f"--output-map {shlex.quote(f'{target}={source}')}"
+
+
 def _mismatched_names(pair: PairResult, names: Mapping[str, Mapping[str, str]]) -> str:
     """Why a pair compared nothing or lacks outputs: both sides' names, and a hint when they match ignoring case
     or by position."""
     mine, theirs = list(names.get(pair.backend, {})), list(names.get(pair.reference, {}))
     only_mine = [n for n in mine if n not in theirs]
     only_theirs = [n for n in theirs if n not in mine]
-    text = (f"{'nothing was compared' if not pair.outputs else 'outputs differ by name'}: {pair.backend} has "
+    nothing = all(output.missing_in for output in pair.outputs)
+    text = (f"{'nothing was compared' if nothing else 'outputs differ by name'}: {pair.backend} has "
             f"{', '.join(only_mine) or '(none)'} that {pair.reference} lacks; {pair.reference} has "
             f"{', '.join(only_theirs) or '(none)'} that {pair.backend} lacks")
     by_case = [(a, b) for a in only_mine for b in only_theirs if a.lower() == b.lower()]
     if by_case:
         return text + "; they match ignoring case: pair them with " + " ".join(
-            f"--output-map {b}={a}" for a, b in by_case)
+            _map_option(b, a) for a, b in by_case)
     if only_mine and len(only_mine) == len(only_theirs):
         return text + "; by position they would pair " + ", ".join(
             f"{a} with {b}" for a, b in zip(only_mine, only_theirs)) + " (cmpx pairs by exact name only; if that "\
-            "is right, say so with " + " ".join(f"--output-map {b}={a}" for a, b in zip(only_mine, only_theirs)) + ")"
+            "is right, say so with " + " ".join(_map_option(b, a) for a, b in zip(only_mine, only_theirs)) + ")"
     return text

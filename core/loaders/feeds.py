@@ -45,7 +45,8 @@ def fit_feeds(feeds: Any, inputs: Sequence[TensorSpec], iteration: int, source: 
             else:
                 raise UsageError(f"{where}: input {name!r} has dtype {array.dtype}, the model takes {dtype}, and "
                                  f"{array.dtype} does not convert to it safely; convert it in the data source")
-            array = array.astype(dtype)
+            with np.errstate(over="ignore"):  # overflow to infinity is counted and said above
+                array = array.astype(dtype)
         if spec.shape is not None and (len(array.shape) != len(spec.shape) or any(
                 isinstance(d, int) and d != s for d, s in zip(spec.shape, array.shape))):
             raise UsageError(f"{where}: input {name!r} has shape {list(array.shape)}, which does not fit "

@@ -28,8 +28,8 @@ def external_locations(model_path: str) -> list[str]:
 
 
 def external_data_view(model_path: str, data_dir: str, scratch: str, warn: Callable[[str], None]) -> str:
-    """The path of a copy of ``model_path`` in a directory (under ``scratch``) holding hard links to (or copies of)
-    its external data files in ``data_dir``."""
+    """The path of a copy of ``model_path`` in a directory (under ``scratch``) holding copies of its external data
+    files from ``data_dir``."""
     if not os.path.isdir(data_dir):
         raise UsageError(f"--external-data-dir {data_dir} is not a directory; give the directory holding the "
                          "model's data files")

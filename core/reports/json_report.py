@@ -183,7 +183,8 @@ def pair_summary(tally: PairTally) -> dict[str, Any]:
     divergence = tally.first_divergence
     return {"backend": tally.backend, "reference": tally.reference, "iterations": tally.iterations,
             "iterations_passed": tally.iterations_passed, "pass_rate": tally.pass_rate,
-            "outputs": tally.outputs, "outputs_passed": tally.outputs_passed, "elements": tally.elements,
+            "outputs": tally.outputs, "outputs_passed": tally.outputs_passed,
+            "outputs_compared": tally.outputs_compared, "elements": tally.elements,
             "worst_abs": tally.worst_abs, "worst_rel": tally.worst_rel, "failing_iterations": tally.failing_iterations,
             "first_divergence": None if divergence is None else dict(iteration=divergence[0],
                                                                      **_divergence(divergence[1]))}

@@ -149,9 +149,13 @@ class TextReporter:
         self.say("Summary (interrupted: what finished)" if report.interrupted else "Summary")
         for tally in result.tallies.values():
             self.say(f"  {self.name(tally.backend)} vs {self.name(tally.reference)}: {_pair_line(tally)}")
-        if self.plan.single:
-            self.say(f"  one backend, {self.name(self.plan.names[0])}: its outputs were described and checked, not "
+        if self.plan.single and not result.failures:
+            checked = " and checked for NaN and Inf (--validate)" if self.plan.validate else ""
+            self.say(f"  one backend, {self.name(self.plan.names[0])}: its outputs were described{checked}, not "
                      "compared")
+            if not self.plan.validate and any(v.nan_count or v.inf_count for _, _, stats in result.values
+                                              for v in stats):
+                self.say("  hint: outputs hold NaN or Inf (above); --validate fails the run on them")
         elif not result.tallies:
             self.say("  nothing was compared", "FAILED")
         for saved in self.plan.saved_backends:
@@ -183,10 +187,11 @@ class TextReporter:
         if report.interrupted:
             return
         code = report.exit_code
-        compared = sum(t.iterations for t in result.tallies.values())
-        outputs = sum(t.outputs for t in result.tallies.values())
+        compared = result.compared
+        outputs = sum(t.outputs_compared for t in result.tallies.values())
         elements = sum(t.elements for t in result.tallies.values())
-        what = (f"{result.iterations} iteration(s) of {self.plan.names[0]}, not compared" if self.plan.single else
+        single = self.plan.single and not result.failures
+        what = (f"{result.iterations} iteration(s) of {self.plan.names[0]}, not compared" if single else
                 f"{compared} comparison(s) over {result.iterations} iteration(s), {outputs} output(s), "
                 f"{elements} element(s) compared")
         self.say(f"{VERDICTS[code]} | {what} | exit {int(code)}", "PASSED" if code == ExitCode.PASSED else "FAILED")

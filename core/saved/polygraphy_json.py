@@ -1,4 +1,4 @@
-"""Read-only support for Polygraphy's JSON files: saved inputs (a list of feed dicts) and RunResults outputs.
+"""Reading Polygraphy's JSON files: saved inputs (a list of feed dicts) and RunResults outputs.
 
 Arrays in them are base64-encoded .npy (older files: latin-1 text or .npz); they are decoded with pickle
 disabled, one iteration at a time. The JSON text itself must be read whole (that is how the format is made).
@@ -15,6 +15,8 @@ from typing import Any
 from cmpx.saved.model import SavedFile, SavedSource
 from cmpx.saved.npy import SavedDataError, load_npy
 from cmpx.userfiles import open_regular
+
+NPY_MAGIC = b"\x93NUMPY"
 
 
 def looks_like_polygraphy(path: str) -> bool:
@@ -50,7 +52,9 @@ def read_polygraphy_directory(path: str) -> SavedFile:
     Polygraphy reads them. Each file is read and checked now, then dropped: an iteration is read again, from its
     file alone, when it is used, so memory holds one file at a time."""
     kind, merged = None, {}
-    for file in polygraphy_files(path):
+    files = polygraphy_files(path)
+    _check_numbering(path, [os.path.basename(file) for file in files])
+    for file in files:
         file_kind, sources = _sources(_document(file), file)
         if kind not in (None, file_kind):
             raise SavedDataError(f"{file}: holds saved {file_kind} while {path} holds {kind}; one directory holds one "
@@ -65,6 +69,20 @@ def read_polygraphy_directory(path: str) -> SavedFile:
     if kind is None:
         raise SavedDataError(f"{path}: a directory without .json files")
     return SavedFile(path, kind, list(merged.values()))
+
+
+def _check_numbering(path: str, names: list[str]) -> None:
+    """Polygraphy numbers its files 0000000000.json, 0000000001.json, ...: a missing one would pair every later
+    iteration with the wrong inputs or outputs, so a gap is an error."""
+    numbers = [int(name[:-5]) for name in names if len(name) == 15 and name[:-5].isdigit()]
+    if len(numbers) != len(names):
+        return  # not numbered the way Polygraphy numbers them: read in lexical order
+    missing = sorted(set(range(len(numbers) and max(numbers) + 1)) - set(numbers))
+    if missing:
+        shown = ", ".join(f"{number:010d}.json" for number in missing[:3]) + (", ..." if len(missing) > 3 else "")
+        raise SavedDataError(f"{path}: iteration file(s) {shown} missing; the later files would be paired with the "
+                             "wrong iterations. Restore them, or copy the files you want into a directory of their "
+                             "own, numbered from 0000000000.json")
 
 
 def _reload(file: str, name: str, index: int) -> Any:
@@ -132,11 +150,15 @@ def _array(value: Any, where: str) -> Any:
     if not isinstance(value, dict) or "array" not in value:
         raise SavedDataError(f"{where}: not an encoded array")
     text = value["array"]
+    if not isinstance(text, str):
+        raise SavedDataError(f"{where}: the encoded array is not a string")
     try:
-        data = base64.b64decode(text.encode(), validate=True)
-    except (binascii.Error, ValueError, AttributeError):
+        data = base64.b64decode(text.encode("ascii", "replace"), validate=True)
+    except (binascii.Error, ValueError) as exc:
         try:
-            data = text.encode("latin-1")  # Polygraphy's older encoding
-        except (UnicodeEncodeError, AttributeError):
-            raise SavedDataError(f"{where}: the array is neither base64 nor latin-1 text") from None
+            data = text.encode("latin-1")  # Polygraphy's older encoding: the .npy bytes as latin-1 text
+        except UnicodeEncodeError:
+            data = b""
+        if not data.startswith(NPY_MAGIC):
+            raise SavedDataError(f"{where}: the array's base64 text is damaged ({exc}); save the file again") from None
     return load_npy(data, where)

@@ -29,7 +29,8 @@ def encode_array(array: np.ndarray) -> dict[str, str]:
     if is_extension(array.dtype):
         array = array.astype(np.float32)
     buffer = io.BytesIO()
-    np.save(buffer, np.ascontiguousarray(array), allow_pickle=False)
+    contiguous = array if array.flags.c_contiguous else np.array(array, order="C")  # (ascontiguousarray makes 0-d 1-d)
+    np.save(buffer, contiguous, allow_pickle=False)
     return {"array": base64.b64encode(buffer.getvalue()).decode("ascii"), "polygraphy_class": "ndarray"}
 
 
