@@ -69,6 +69,7 @@ class RunPlan:
     dropped: Sequence[tuple[BackendPlan, BackendFailed]] = ()  # backends whose model transform failed
     output_map: Mapping[str, str] = field(default_factory=dict)  # --output-map A=B: tensor B compared as A
     postprocess: Postprocess = field(default_factory=Postprocess)  # --postprocess top-K
+    local_error_dir: str | None = None  # --local-error: where the reference's values of iteration 0 are kept
 
     @property
     def required_outputs(self) -> frozenset[str]:
