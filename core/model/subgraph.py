@@ -163,12 +163,14 @@ def _elem_type(dtype: Any) -> int:
 
 
 def _output_info(index: GraphIndex, name: str, fallback: Any):
-    from onnx import helper
+    """The output typed as shape inference typed it (its shape too), else by ``fallback`` (a numpy dtype)."""
+    from onnx import ValueInfoProto, helper
 
-    elem = index.elem_type(name)
-    if elem is None and fallback is not None:
-        elem = _elem_type(fallback)
-    return helper.make_tensor_value_info(name, elem or 0, None)
+    if index.elem_type(name) is not None:
+        value = ValueInfoProto(name=name)
+        value.type.CopyFrom(index.types[name])
+        return value
+    return helper.make_tensor_value_info(name, _elem_type(fallback) if fallback is not None else 0, None)
 
 
 def _add_weights(model, weights: list[Any], base: str, path: str, inline_limit: int) -> None:

@@ -1,0 +1,222 @@
+"""``cmpx reduce``'s steps: check the options, run the whole model (its verdict decides what "fails" means),
+save the reference's values of every tensor, search (cmpx.reduce.search) with each candidate in fresh workers,
+write the smallest failing subgraph with its inputs and the reference's outputs, and check that the written run
+fails by itself.
+
+Exit codes: 1 a failing subgraph was written, 0 the whole model passes (or does not fail the way --fail-on asks),
+2 bad usage, 3 the backends cannot run the model at all (nothing to compare or no values to feed candidates).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from cmpx.errors import ExitCode, UsageError
+from cmpx.reduce.observe import FAIL_ON, Observation, observe
+
+if TYPE_CHECKING:
+    from cmpx.plugins import PluginSet, PluginSettings
+    from cmpx.preflight import Preflight
+    from cmpx.reduce.candidates import Candidate, CandidateMaker
+    from cmpx.request import RunRequest
+
+# Options cmpx reduce sets itself on the runs it makes, or that name files one run would write.
+REFUSED = {"load_outputs": "the reference is a live backend", "save_outputs": "it writes the reference's outputs "
+           "beside -o", "save_inputs": "it writes the inputs beside -o", "mark_all": "it marks what it needs",
+           "onnx_outputs": "it marks what it needs", "onnx_exclude_outputs": "it marks what it needs",
+           "local_error": "run it on the reduced model", "report_json": "it runs many models",
+           "junit": "it runs many models", "report_html": "it runs many models",
+           "save_error_plots": "it runs many models", "save_transformed": "it runs many models"}
+
+
+@dataclass(frozen=True)
+class ReduceOptions:
+    request: RunRequest  # the run, as cmpx run would take it
+    output: str  # -o: the reduced model
+    fail_on: str | None = None  # mismatch, crash, any; None: what the whole model showed
+    verbose: bool = False  # each run's own report too
+
+
+def reduce_model(options: ReduceOptions, plugins: PluginSet, settings: PluginSettings,
+                 echo: Callable[[str], None]) -> ExitCode:
+    """Run the reduction, printing progress through ``echo``; return the exit code (module docstring)."""
+    from cmpx.preflight import preflight
+    from cmpx.transport.runspace import RunSpace
+
+    request = options.request
+    checked = preflight(request, plugins, settings)
+    inputs_run, outputs_run = _check(options, checked)
+    started = time.monotonic()
+    names = [b.name for b in checked.backends]
+    reference = request.reference or names[-1]
+    fail_on = options.fail_on
+    echo(f"cmpx reduce | {request.model} | backends: {', '.join(names)} (reference {reference}) | fail on: "
+         f"{fail_on or 'what the full model shows'}")
+    run_echo = echo if options.verbose else None
+    whole = observe(request, plugins, settings, run_echo)
+    for warning in whole.warnings:
+        echo(f"warning: {warning}")
+    echo(f"full model: {whole.verdict()} ({whole.seconds:.1f} s)")
+    if whole.error is not None:
+        raise UsageError(whole.error)
+    cannot = [n for n, (phase, _) in whole.failures.items() if phase == "start"]
+    if cannot:
+        echo(f"cannot reduce: {', '.join(cannot)} could not start, on any model (exit 3)")
+        return ExitCode.BACKEND_FAILED
+    if whole.passed:
+        echo("the full model passes: nothing to reduce (exit 0)")
+        return ExitCode.PASSED
+    fail_on = fail_on or ("any" if whole.mismatch and whole.failures else "crash" if whole.failures else "mismatch")
+    expected = dict(whole.failures)
+    if not whole.shows(fail_on, {}):
+        if fail_on == "crash":
+            echo("the full model fails by a mismatch, not a crash: nothing to reduce for --fail-on crash (exit 0)")
+            return ExitCode.PASSED
+        echo("the full model shows no mismatch: a backend failed and nothing was compared; --fail-on crash reduces "
+             "that (exit 3)")
+        return ExitCode.BACKEND_FAILED
+    space = RunSpace()
+    try:
+        maker = _values(request, checked, whole, space.scratch_directory(), plugins, settings, echo)
+        if maker is None:
+            return ExitCode.BACKEND_FAILED
+        return _search(options, maker, fail_on, expected, reference, inputs_run, outputs_run, plugins, settings,
+                       echo, started)
+    finally:
+        space.close()
+
+
+def _check(options: ReduceOptions, checked: Preflight) -> tuple[str, str]:
+    """Usage errors, before anything runs; returns where the inputs and the reference outputs go."""
+    from cmpx.outputs import check_directory_output, check_file_output
+
+    request = options.request
+    for name, why in REFUSED.items():
+        if getattr(request, name):
+            raise UsageError(f"cmpx reduce does not take --{name.replace('_', '-')} ({why})")
+    if request.model is None:
+        raise UsageError("cmpx reduce needs a MODEL: cmpx reduce MODEL --backend A --backend B -o reduced.onnx")
+    if checked.model_format is not None:
+        raise UsageError(f"cmpx reduce cuts ONNX models, and {request.model} is a {checked.model_format} model")
+    if len(checked.backends) < 2:
+        raise UsageError("cmpx reduce compares backends: give at least two --backend")
+    if not any(b.spec.supports_marking for b in checked.backends):
+        raise UsageError("cmpx reduce feeds each candidate the values of its input tensors, which only a backend "
+                         "that marks tensors gives; none of these does (" +
+                         ", ".join(dict.fromkeys(b.spec.name for b in checked.backends)) + ")")
+    if options.fail_on is not None and options.fail_on not in FAIL_ON:
+        raise UsageError(f"--fail-on {options.fail_on}: choose {', '.join(FAIL_ON)}")
+    check_file_output("-o", options.output)
+    stem = os.path.splitext(options.output)[0]
+    inputs_run, outputs_run = stem + ".inputs", stem + ".outputs"
+    check_directory_output("-o (its inputs)", inputs_run, True)
+    check_directory_output("-o (its reference outputs)", outputs_run, True)
+    return inputs_run, outputs_run
+
+
+def _values(request: RunRequest, checked: Preflight, whole: Observation, scratch: str, plugins: PluginSet,
+            settings: PluginSettings, echo: Callable[[str], None]) -> CandidateMaker | None:
+    """Run the backend whose values feed the candidates (the reference, else the first that ran the model and marks
+    tensors) with every tensor marked; the maker of candidates from its values."""
+    from cmpx.model.graph import load_structure
+    from cmpx.model.subgraph import index_graph
+    from cmpx.reduce.candidates import CandidateMaker, ReferenceValues, values_request
+    from cmpx.saved.cmpx_format import read_cmpx_run
+
+    words = dict(zip((b.name for b in checked.backends), request.backends))
+    order = [request.reference or checked.backends[-1].name] + [b.name for b in checked.backends]
+    marking = {b.name for b in checked.backends if b.spec.supports_marking}
+    usable = [name for name in dict.fromkeys(order) if name in marking and name not in whole.failures]
+    if not usable:
+        echo("cannot reduce: no backend that marks tensors ran the full model, so there are no values to feed "
+             "candidates with (exit 3)")
+        return None
+    backend = usable[0]
+    outputs, inputs = os.path.join(scratch, "values"), os.path.join(scratch, "values-inputs")
+    seen = observe(values_request(request, words[backend], outputs, inputs), plugins, settings)
+    if seen.error is not None or seen.failures:
+        echo(f"cannot reduce: {backend} failed to compute every tensor of the model: {seen.error or seen.verdict()} "
+             "(exit 3)")
+        return None
+    saved = read_cmpx_run(outputs).sources
+    values = ReferenceValues(backend, read_cmpx_run(inputs).sources[0], saved[0])
+    echo(f"reference values: {len(values.names())} tensors (inputs included) of {values.iterations} iteration(s) "
+         f"from {backend} "
+         f"({seen.seconds:.1f} s)")
+    index = index_graph(load_structure(request.model))
+    return CandidateMaker(index, request.model, values, scratch)
+
+
+def _search(options: ReduceOptions, maker: CandidateMaker, fail_on: str, expected: dict, reference: str,
+            inputs_run: str, outputs_run: str, plugins: PluginSet, settings: PluginSettings,
+            echo: Callable[[str], None], started: float) -> ExitCode:
+    from cmpx.reduce.candidates import candidate_request
+    from cmpx.reduce.search import reduce_nodes
+
+    request = options.request
+    model_outputs = maker.index.graph_outputs
+    total = len(maker.index.nodes)
+    best = [list(range(total))]
+    count = [0]
+
+    def fails(window, step: str) -> bool:
+        count[0] += 1
+        candidate = maker.make(window, count[0])
+        seen = observe(candidate_request(request, candidate, model_outputs), plugins, settings,
+                       echo if options.verbose else None)
+        failed = seen.shows(fail_on, expected)
+        if failed:
+            best[0] = list(candidate.nodes)
+        echo(f"candidate {count[0]} ({step}): {maker.describe(candidate.nodes)}: {seen.verdict()} "
+             f"({seen.seconds:.1f} s) | nodes left: {len(best[0])}")
+        return failed
+
+    kept = maker.nodes(reduce_nodes(total, fails))
+    final = maker.make(kept, 0, options.output, inputs_run)
+    _write_outputs(maker, final, outputs_run)
+    echo(f"wrote {options.output}, its inputs {inputs_run} and {maker.values.backend}'s outputs {outputs_run}")
+    _verify(options, final, outputs_run, maker.values.backend, fail_on, expected, plugins, settings, echo)
+    echo(f"{count[0]} candidate(s) in {time.monotonic() - started:.1f} s; kept {len(kept)} of {total} node(s): "
+         + ", ".join(maker.index.node_label(n) for n in kept))
+    return ExitCode.MISMATCH
+
+
+def _write_outputs(maker: CandidateMaker, candidate: Candidate, path: str) -> None:
+    """The values backend's values of the candidate's outputs, every iteration, as a cmpx saved run."""
+    from cmpx.saved.cmpx_format import RunWriter
+
+    writer = RunWriter(path, "outputs", candidate.model, "cmpx reduce")
+    try:
+        for iteration in range(maker.values.iterations):
+            outputs = [name for name in candidate.outputs if name in maker.known]
+            writer.add(maker.values.backend, iteration, maker.values.load(iteration, outputs), None)
+    finally:
+        writer.close()
+
+
+def _verify(options: ReduceOptions, candidate: Candidate, outputs_run: str, source: str, fail_on: str,
+            expected: dict, plugins: PluginSet, settings: PluginSettings, echo: Callable[[str], None]) -> None:
+    """Run what was written as a user would (the live backends against the saved reference outputs) and say
+    whether it fails by itself, with the command that does it."""
+    from cmpx.comparison.pairing import instance_names
+    from cmpx.reduce.candidates import candidate_request
+
+    request = options.request
+    names = instance_names(list(request.backends))
+    live = tuple(word for word, name in zip(request.backends, names) if name != source)
+    label = f"{source}@{os.path.splitext(os.path.basename(os.path.normpath(outputs_run)))[0]}"
+    check = replace(candidate_request(request, candidate, ()), backends=live, load_outputs=(outputs_run,),
+                    reference=label if len(live) > 1 else None)
+    command = " ".join(["cmpx run", candidate.model, *(f"--backend {word}" for word in live), "--load-inputs",
+                        candidate.inputs_run, "--load-outputs", outputs_run] +
+                       ([f"--reference {label}"] if len(live) > 1 else []))
+    seen = observe(check, plugins, settings)
+    if seen.shows(fail_on, expected):
+        echo(f"reproduce (with this command's other options): {command}  -> {seen.verdict()}")
+    else:
+        echo(f"warning: the written model does not fail by itself against the saved outputs ({seen.verdict()}); "
+             f"it failed with both backends live: rerun it with them, or: {command}")
