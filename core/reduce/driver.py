@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from cmpx.errors import ExitCode, UsageError
-from cmpx.reduce.observe import FAIL_ON, Observation, observe
+from cmpx.reduce.observe import FAIL_ON, Observation, Observer
 
 if TYPE_CHECKING:
     from cmpx.plugins import PluginSet, PluginSettings
@@ -45,19 +45,28 @@ def reduce_model(options: ReduceOptions, plugins: PluginSet, settings: PluginSet
                  echo: Callable[[str], None]) -> ExitCode:
     """Run the reduction, printing progress through ``echo``; return the exit code (module docstring)."""
     from cmpx.preflight import preflight
-    from cmpx.transport.runspace import RunSpace
 
     request = options.request
     checked = preflight(request, plugins, settings)
-    inputs_run, outputs_run = _check(options, checked)
+    _check(options, checked)
     started = time.monotonic()
     names = [b.name for b in checked.backends]
-    reference = request.reference or names[-1]
-    fail_on = options.fail_on
-    echo(f"cmpx reduce | {request.model} | backends: {', '.join(names)} (reference {reference}) | fail on: "
-         f"{fail_on or 'what the full model shows'}")
-    run_echo = echo if options.verbose else None
-    whole = observe(request, plugins, settings, run_echo)
+    echo(f"cmpx reduce | {request.model} | backends: {', '.join(names)} (reference {request.reference or names[-1]})"
+         f" | fail on: {options.fail_on or 'what the full model shows'}")
+    observer = Observer(plugins, settings, sum(1 for b in checked.backends if b.python is None))
+    try:
+        return _reduce(options, checked, observer, echo, started)
+    finally:
+        observer.close()
+
+
+def _reduce(options: ReduceOptions, checked: Preflight, observer: Observer, echo: Callable[[str], None],
+            started: float) -> ExitCode:
+    from cmpx.transport.runspace import RunSpace
+
+    request, fail_on = options.request, options.fail_on
+    inputs_run, outputs_run = _outputs(options.output)
+    whole = observer(request, echo if options.verbose else None)
     for warning in whole.warnings:
         echo(f"warning: {warning}")
     echo(f"full model: {whole.verdict()} ({whole.seconds:.1f} s)")
@@ -81,17 +90,22 @@ def reduce_model(options: ReduceOptions, plugins: PluginSet, settings: PluginSet
         return ExitCode.BACKEND_FAILED
     space = RunSpace()
     try:
-        maker = _values(request, checked, whole, space.scratch_directory(), plugins, settings, echo)
+        maker = _values(request, checked, whole, space.scratch_directory(), observer, echo)
         if maker is None:
             return ExitCode.BACKEND_FAILED
-        return _search(options, maker, fail_on, expected, reference, inputs_run, outputs_run, plugins, settings,
-                       echo, started)
+        return _search(options, maker, fail_on, expected, inputs_run, outputs_run, observer, echo, started)
     finally:
         space.close()
 
 
-def _check(options: ReduceOptions, checked: Preflight) -> tuple[str, str]:
-    """Usage errors, before anything runs; returns where the inputs and the reference outputs go."""
+def _outputs(output: str) -> tuple[str, str]:
+    """Where the reduced model's inputs and reference outputs go: OUT.inputs and OUT.outputs beside it."""
+    stem = os.path.splitext(output)[0]
+    return stem + ".inputs", stem + ".outputs"
+
+
+def _check(options: ReduceOptions, checked: Preflight) -> None:
+    """Usage errors, before anything runs."""
     from cmpx.outputs import check_directory_output, check_file_output
 
     request = options.request
@@ -111,15 +125,13 @@ def _check(options: ReduceOptions, checked: Preflight) -> tuple[str, str]:
     if options.fail_on is not None and options.fail_on not in FAIL_ON:
         raise UsageError(f"--fail-on {options.fail_on}: choose {', '.join(FAIL_ON)}")
     check_file_output("-o", options.output)
-    stem = os.path.splitext(options.output)[0]
-    inputs_run, outputs_run = stem + ".inputs", stem + ".outputs"
+    inputs_run, outputs_run = _outputs(options.output)
     check_directory_output("-o (its inputs)", inputs_run, True)
     check_directory_output("-o (its reference outputs)", outputs_run, True)
-    return inputs_run, outputs_run
 
 
-def _values(request: RunRequest, checked: Preflight, whole: Observation, scratch: str, plugins: PluginSet,
-            settings: PluginSettings, echo: Callable[[str], None]) -> CandidateMaker | None:
+def _values(request: RunRequest, checked: Preflight, whole: Observation, scratch: str, observer: Observer,
+            echo: Callable[[str], None]) -> CandidateMaker | None:
     """Run the backend whose values feed the candidates (the reference, else the first that ran the model and marks
     tensors) with every tensor marked; the maker of candidates from its values."""
     from cmpx.model.graph import load_structure
@@ -137,7 +149,7 @@ def _values(request: RunRequest, checked: Preflight, whole: Observation, scratch
         return None
     backend = usable[0]
     outputs, inputs = os.path.join(scratch, "values"), os.path.join(scratch, "values-inputs")
-    seen = observe(values_request(request, words[backend], outputs, inputs), plugins, settings)
+    seen = observer(values_request(request, words[backend], outputs, inputs))
     if seen.error is not None or seen.failures:
         echo(f"cannot reduce: {backend} failed to compute every tensor of the model: {seen.error or seen.verdict()} "
              "(exit 3)")
@@ -151,9 +163,8 @@ def _values(request: RunRequest, checked: Preflight, whole: Observation, scratch
     return CandidateMaker(index, request.model, values, scratch)
 
 
-def _search(options: ReduceOptions, maker: CandidateMaker, fail_on: str, expected: dict, reference: str,
-            inputs_run: str, outputs_run: str, plugins: PluginSet, settings: PluginSettings,
-            echo: Callable[[str], None], started: float) -> ExitCode:
+def _search(options: ReduceOptions, maker: CandidateMaker, fail_on: str, expected: dict, inputs_run: str,
+            outputs_run: str, observer: Observer, echo: Callable[[str], None], started: float) -> ExitCode:
     from cmpx.reduce.candidates import candidate_request
     from cmpx.reduce.search import reduce_nodes
 
@@ -166,20 +177,22 @@ def _search(options: ReduceOptions, maker: CandidateMaker, fail_on: str, expecte
     def fails(window, step: str) -> bool:
         count[0] += 1
         candidate = maker.make(window, count[0])
-        seen = observe(candidate_request(request, candidate, model_outputs), plugins, settings,
-                       echo if options.verbose else None)
+        seen = observer(candidate_request(request, candidate, model_outputs), echo if options.verbose else None)
+        removed = [n for n in best[0] if n not in candidate.nodes] if step == "linear" else []
+        what = f"without {', '.join(maker.index.node_label(n) for n in removed)}" if removed else \
+            maker.describe(candidate.nodes)
         failed = seen.shows(fail_on, expected)
         if failed:
             best[0] = list(candidate.nodes)
-        echo(f"candidate {count[0]} ({step}): {maker.describe(candidate.nodes)}: {seen.verdict()} "
-             f"({seen.seconds:.1f} s) | nodes left: {len(best[0])}")
+        echo(f"candidate {count[0]} ({step}): {what}: {seen.verdict()} ({seen.seconds:.1f} s) | nodes left: "
+             f"{len(best[0])}")
         return failed
 
     kept = maker.nodes(reduce_nodes(total, fails))
     final = maker.make(kept, 0, options.output, inputs_run)
     _write_outputs(maker, final, outputs_run)
     echo(f"wrote {options.output}, its inputs {inputs_run} and {maker.values.backend}'s outputs {outputs_run}")
-    _verify(options, final, outputs_run, maker.values.backend, fail_on, expected, plugins, settings, echo)
+    _verify(options, final, outputs_run, maker.values.backend, fail_on, expected, observer, echo)
     echo(f"{count[0]} candidate(s) in {time.monotonic() - started:.1f} s; kept {len(kept)} of {total} node(s): "
          + ", ".join(maker.index.node_label(n) for n in kept))
     return ExitCode.MISMATCH
@@ -199,7 +212,7 @@ def _write_outputs(maker: CandidateMaker, candidate: Candidate, path: str) -> No
 
 
 def _verify(options: ReduceOptions, candidate: Candidate, outputs_run: str, source: str, fail_on: str,
-            expected: dict, plugins: PluginSet, settings: PluginSettings, echo: Callable[[str], None]) -> None:
+            expected: dict, observer: Observer, echo: Callable[[str], None]) -> None:
     """Run what was written as a user would (the live backends against the saved reference outputs) and say
     whether it fails by itself, with the command that does it."""
     from cmpx.comparison.pairing import instance_names
@@ -214,7 +227,7 @@ def _verify(options: ReduceOptions, candidate: Candidate, outputs_run: str, sour
     command = " ".join(["cmpx run", candidate.model, *(f"--backend {word}" for word in live), "--load-inputs",
                         candidate.inputs_run, "--load-outputs", outputs_run] +
                        ([f"--reference {label}"] if len(live) > 1 else []))
-    seen = observe(check, plugins, settings)
+    seen = observer(check)
     if seen.shows(fail_on, expected):
         echo(f"reproduce (with this command's other options): {command}  -> {seen.verdict()}")
     else:

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from cmpx.plugins import PluginSet, PluginSettings
     from cmpx.report import Report
     from cmpx.request import RunRequest
+    from cmpx.transport.pool import WorkerPool
 
 FAIL_ON = ("mismatch", "crash", "any")
 
@@ -61,10 +62,38 @@ def failure_kind(error: BackendFailed) -> str:
     return "error"
 
 
+class Observer:
+    """Runs one model after another, each in a Session of its own with fresh workers. The workers of the next run
+    are spawned while the current one runs (a fresh interpreter takes a while to start; it is told its backend only
+    when its run begins), so no worker ever serves two runs. ``close`` stops the spares left."""
+
+    def __init__(self, plugins: PluginSet, settings: PluginSettings, spares: int):
+        self.plugins = plugins
+        self.settings = settings
+        self.spares = spares
+        self._next: WorkerPool | None = None
+
+    def __call__(self, request: RunRequest, echo: Callable[[str], None] | None = None) -> Observation:
+        from cmpx.transport.pool import WorkerPool
+
+        pool, self._next = self._next, None
+        try:
+            self._next = WorkerPool(self.spares)
+            return observe(request, self.plugins, self.settings, echo, pool)
+        finally:
+            if pool is not None:
+                pool.release()
+
+    def close(self) -> None:
+        pool, self._next = self._next, None
+        if pool is not None:
+            pool.release()
+
+
 def observe(request: RunRequest, plugins: PluginSet, settings: PluginSettings,
-            echo: Callable[[str], None] | None = None) -> Observation:
-    """Run ``request`` in a Session of its own (fresh workers) and classify the outcome. ``echo`` receives the
-    run's text report (``cmpx reduce -v``)."""
+            echo: Callable[[str], None] | None = None, pool: WorkerPool | None = None) -> Observation:
+    """Run ``request`` in a Session of its own (fresh workers, from ``pool`` if given) and classify the outcome.
+    ``echo`` receives the run's text report (``cmpx reduce -v``)."""
     from cmpx.session import Session
 
     started = time.monotonic()
@@ -76,8 +105,8 @@ def observe(request: RunRequest, plugins: PluginSet, settings: PluginSettings,
         def reporter_for(plan):
             return TextReporter(plan, echo)
     try:
-        with Session(request, plugins, settings, reporter_for=reporter_for,
-                     warn=observation.warnings.append) as session:
+        with Session(request, plugins, settings, reporter_for=reporter_for, warn=observation.warnings.append,
+                     pool=pool) as session:
             report = session.run()
     except RunInterrupted:
         raise

@@ -20,8 +20,17 @@ from collections.abc import Callable, Sequence
 Fails = Callable[[Sequence[int], str], bool]  # (node positions, the step: "end", "start" or "linear") -> fails
 
 
-def reduce_nodes(count: int, fails: Fails) -> list[int]:
-    """The positions of the nodes kept, in graph order, out of ``count`` nodes that fail together."""
+def reduce_nodes(count: int, run: Fails) -> list[int]:
+    """The positions of the nodes kept, in graph order, out of ``count`` nodes that fail together. A candidate
+    already tried is not run again (the linear pass's first trial is often the start bisection's last)."""
+    seen: dict[frozenset[int], bool] = {}
+
+    def fails(nodes: Sequence[int], step: str) -> bool:
+        key = frozenset(nodes)
+        if key not in seen:
+            seen[key] = run(nodes, step)
+        return seen[key]
+
     if count <= 1:
         return list(range(count))
     low, high = 0, count - 1  # invariant: nodes[0..high] fails

@@ -1,0 +1,127 @@
+"""cmpx reduce through the real CLI, real workers and real backends: what it keeps, what it writes, and that what it
+writes fails by itself."""
+
+import math
+import re
+from pathlib import Path
+
+import onnx
+import pytest
+
+from cmpx.testing import models as modelgen
+
+MODELS = Path(__file__).resolve().parent / "models"
+
+
+def _kept(path):
+    return [node.name for node in onnx.load(str(path)).graph.node]
+
+
+def _candidates(output):
+    return [line for line in output.splitlines() if line.startswith("candidate ")]
+
+
+def test_the_two_fault_chain_reduces_to_one_node_that_still_fails(run_cli, tmp_path):
+    model = modelgen.save(modelgen.two_faults(), tmp_path / "two_faults.onnx")
+    out = tmp_path / "reduced.onnx"
+    result = run_cli("reduce", model, "--backend", "onnxrt", "--backend", "onnxref", "-o", out)
+    assert result.exit_code == 1, result.output
+    assert result.output.strip().splitlines()[-1].endswith(
+        "kept 1 of 60 node(s): node20_BatchNormalization (BatchNormalization)")
+    lines = _candidates(result.output)
+    assert 0 < len(lines) <= 2 * math.ceil(math.log2(60))
+    assert all(re.search(r"\((end|start|linear)\): .*: (passed|FAILED \(mismatch: .*\)) \(\d+\.\d s\) \| nodes left: "
+                         r"\d+$", line) for line in lines), lines
+    assert "reproduce (with this command's other options): cmpx run" in result.output
+    assert _kept(out) == ["node20_BatchNormalization"]
+    inputs, outputs = tmp_path / "reduced.inputs", tmp_path / "reduced.outputs"
+    again = run_cli("run", out, "--backend", "onnxrt", "--load-inputs", inputs, "--load-outputs", outputs)
+    assert again.exit_code == 1, again.output
+    assert "FAILED  t20" in again.output and "onnxrt vs onnxref@reduced" in again.output
+    # the reference computes the node as it did inside the model: the written run pins the disagreement down
+    reference = run_cli("run", out, "--backend", "onnxref", "--load-inputs", inputs, "--load-outputs", outputs)
+    assert reference.exit_code == 0, reference.output
+
+
+def test_a_crash_on_one_op_type_reduces_to_that_node(run_cli, tmp_path):
+    model = modelgen.save(modelgen.two_faults(24, batchnorm_at=None, softmax_at=13), tmp_path / "chain.onnx")
+    out = tmp_path / "crash.onnx"
+    result = run_cli("reduce", model, "--backend", "crashing", "--crashing-op", "Softmax", "--backend", "onnxrt",
+                     "--fail-on", "crash", "-o", out, plugins=["cmpx_test_crashing"])
+    assert result.exit_code == 1, result.output
+    assert "full model: FAILED (crash: crashing signal SIGSEGV during infer)" in result.output
+    assert result.output.strip().splitlines()[-1].endswith("kept 1 of 24 node(s): node13_Softmax (Softmax)")
+    assert any("passed" in line for line in _candidates(result.output))  # the candidates without it
+    assert _kept(out) == ["node13_Softmax"]
+    again = run_cli("run", out, "--backend", "crashing", "--load-inputs", tmp_path / "crash.inputs",
+                    plugins=["cmpx_test_crashing"])
+    assert again.exit_code == 3 and "SIGSEGV" in again.output
+
+
+def test_an_fp16_failure_of_a_real_network(run_cli, tmp_path):
+    """fp16 against fp32 on the first stages of an exported RegNet: the subgraph kept fails in fp16 by itself,
+    and the same subgraph in fp32 matches the reference's saved outputs: the error is fp16's."""
+    out = tmp_path / "fp16.onnx"
+    tolerances = ("--atol", "1e-3", "--rtol", "1e-3")
+    result = run_cli("reduce", MODELS / "regnet_stages12.onnx", "--backend", "onnxrt:fp16", "--backend", "onnxrt",
+                     "--input-shapes", "input:[1,3,32,32]", *tolerances, "-o", out)
+    assert result.exit_code == 1, result.output
+    kept = _kept(out)
+    assert 1 <= len(kept) < 37
+    assert result.output.strip().splitlines()[-1].startswith(f"{len(_candidates(result.output))} candidate(s) in")
+    written = ("--load-inputs", tmp_path / "fp16.inputs", "--load-outputs", tmp_path / "fp16.outputs", *tolerances)
+    fp16 = run_cli("run", out, "--backend", "onnxrt:fp16", *written)
+    assert fp16.exit_code == 1, fp16.output
+    fp32 = run_cli("run", out, "--backend", "onnxrt", *written)
+    assert fp32.exit_code == 0, fp32.output
+
+
+def test_a_model_that_passes_has_nothing_to_reduce(run_cli, cmpx_models, tmp_path):
+    out = tmp_path / "reduced.onnx"
+    result = run_cli("reduce", cmpx_models.matmul_chain(layers=3), "--backend", "onnxrt", "--backend", "onnxref",
+                     "-o", out)
+    assert result.exit_code == 0, result.output
+    assert "the full model passes: nothing to reduce" in result.output
+    assert not out.exists() and not (tmp_path / "reduced.inputs").exists()
+
+
+def test_backends_that_cannot_run_the_model_at_all(run_cli, tmp_path):
+    model = modelgen.save(modelgen.two_faults(8, batchnorm_at=None, softmax_at=None), tmp_path / "chain.onnx")
+    both = run_cli("reduce", model, "--backend", "crashing", "--crashing-op", "Add", "--backend", "faulty",
+                   "--faulty-fault", "infer:segfault", "-o", tmp_path / "r.onnx",
+                   plugins=["cmpx_test_crashing", "cmpx_test_faulty"])
+    assert both.exit_code == 3, both.output
+    assert "no backend that marks tensors ran the full model" in both.output
+    mismatch = run_cli("reduce", model, "--backend", "crashing", "--crashing-op", "Add", "--backend", "onnxrt",
+                       "--fail-on", "mismatch", "-o", tmp_path / "r.onnx", plugins=["cmpx_test_crashing"])
+    assert mismatch.exit_code == 3, mismatch.output
+    assert "the full model shows no mismatch" in mismatch.output
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--backend", "onnxrt", "--backend", "onnxref", "--save-outputs", "x"), "does not take --save-outputs"),
+    (("--backend", "onnxrt", "--backend", "onnxref", "--mark-all"), "does not take --mark-all"),
+    (("--backend", "onnxrt"), "give at least two --backend"),
+    (("--backend", "onnxrt", "--backend", "onnxref", "--atol", "nope"), "--atol"),
+])
+def test_bad_usage_is_refused_before_anything_runs(run_cli, cmpx_models, tmp_path, args, message):
+    result = run_cli("reduce", cmpx_models.conv(), *args, "-o", tmp_path / "r.onnx")
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert "full model" not in result.output
+
+
+def test_it_will_not_write_into_a_run_already_there(run_cli, cmpx_models, tmp_path):
+    (tmp_path / "r.inputs").mkdir()
+    (tmp_path / "r.inputs" / "keep.txt").write_text("mine")
+    result = run_cli("reduce", cmpx_models.conv(), "--backend", "onnxrt", "--backend", "onnxref", "-o",
+                     tmp_path / "r.onnx")
+    assert result.exit_code == 2, result.output
+    assert "r.inputs" in result.output
+
+
+def test_help_names_its_options_and_takes_the_run_options(run_cli):
+    result = run_cli("reduce", "--help")
+    assert result.exit_code == 0
+    assert "--fail-on [mismatch|crash|any]" in result.output and "-o, --output" in result.output
+    assert "Every option of 'cmpx run'" in result.output
