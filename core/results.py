@@ -123,6 +123,7 @@ class LocalError:
     passed: bool | None
     accumulated_passed: bool | None = None
     note: str = ""
+    subgraph_nodes: int = 1  # the node, and the uncompared nodes run with it (their outputs have no reference value)
 
     @property
     def inheriting(self) -> bool:
@@ -132,7 +133,8 @@ class LocalError:
     def to_dict(self) -> dict[str, Any]:
         return {"tensor": self.tensor, "node": self.node, "op_type": self.op_type, "max_abs": self.max_abs,
                 "max_rel": self.max_rel, "passed": self.passed, "inheriting": self.inheriting,
-                "accumulated_passed": self.accumulated_passed, "note": self.note or None}
+                "accumulated_passed": self.accumulated_passed, "note": self.note or None,
+                "subgraph_nodes": self.subgraph_nodes}
 
 
 def ranked(errors: Sequence[LocalError]) -> list[LocalError]:

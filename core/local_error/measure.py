@@ -79,7 +79,7 @@ class _PairMeasurer:
     def measure(self, values: Mapping[str, Any], feed: Mapping[str, Any],
                 verdicts: Mapping[str, bool]) -> list[LocalError]:
         from cmpx.model.graph import load_structure
-        from cmpx.model.subgraph import index_graph
+        from cmpx.model.subgraph import closure, index_graph
 
         index = index_graph(load_structure(self.model_path))
         known = {**{n: feed[n] for n in feed if n in index.graph_inputs}, **values}
@@ -105,17 +105,18 @@ class _PairMeasurer:
                 for leftover in (path, path + ".data"):
                     if os.path.exists(leftover):
                         os.unlink(leftover)
+            size = len(closure(index, [position], available))
             for tensor in tensors:
-                errors.append(self._entry(index, position, tensor, notes[tensor], verdicts.get(tensor)))
+                errors.append(self._entry(index, position, tensor, notes[tensor], verdicts.get(tensor), size))
         return errors
 
-    def _entry(self, index: GraphIndex, position: int, tensor: str, outcome: Any,
-               accumulated: bool | None) -> LocalError:
+    def _entry(self, index: GraphIndex, position: int, tensor: str, outcome: Any, accumulated: bool | None,
+               size: int) -> LocalError:
         node, op_type = self.names.get(tensor, (index.nodes[position].name, index.nodes[position].op_type))
         if isinstance(outcome, str):
-            return LocalError(tensor, node, op_type, None, None, None, accumulated, outcome)
+            return LocalError(tensor, node, op_type, None, None, None, accumulated, outcome, size)
         return LocalError(tensor, node, op_type, outcome.worst("abs"), outcome.worst("rel"), outcome.passed,
-                          accumulated, outcome.note)
+                          accumulated, outcome.note, size)
 
     def _run_node(self, index: GraphIndex, position: int, tensors: list[str], available: Mapping[str, Any],
                   values: Mapping[str, Any], path: str, started: float, status: str) -> dict[str, Any]:

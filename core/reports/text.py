@@ -202,8 +202,8 @@ class TextReporter:
         failing = [e for e in errors if e.passed is False]
         inheriting = [e for e in errors if e.inheriting]
         unmeasured = [e for e in errors if e.passed is None]
-        self.say(f"Local error of {self.name(tally.backend)} vs {self.name(tally.reference)} (each node run alone on "
-                 f"the reference's values of its inputs, iteration 0; {tally.local_error_seconds or 0:.2f} s): "
+        self.say(f"Local error of {self.name(tally.backend)} vs {self.name(tally.reference)} (each node run on the "
+                 f"reference's values of its inputs, iteration 0; {tally.local_error_seconds or 0:.2f} s): "
                  f"{len(failing)} of {len(errors)} node output(s) fail on their own, {len(inheriting)} only inherit "
                  f"an error" + (f", {len(unmeasured)} not measured" if unmeasured else ""),
                  "FAILED" if failing else None)
@@ -217,8 +217,9 @@ class TextReporter:
             status = "PASSED" if error.passed else "FAILED"
             numbers = (f"max abs {error.max_abs:.3g}, max rel {error.max_rel:.3g}" if error.max_abs is not None
                        and error.max_rel is not None else "no abs/rel statistics (see the metrics of the run)")
-            self.say(f"  {status}  {error.tensor} ({where}): {numbers}" + (" (inheriting: fails in the run)"
-                                                                          if error.inheriting else ""), status)
+            group = f" (with {error.subgraph_nodes - 1} uncompared node(s))" if error.subgraph_nodes > 1 else ""
+            self.say(f"  {status}  {error.tensor} ({where}): {numbers}{group}" +
+                     (" (inheriting: fails in the run)" if error.inheriting else ""), status)
         if len(errors) > LOCAL_ERRORS_SHOWN:
             self.say(f"  ... {len(errors) - LOCAL_ERRORS_SHOWN} more (all of them: --report-json, local_errors)")
 
