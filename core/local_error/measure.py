@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -75,6 +75,7 @@ class _PairMeasurer:
         self.timeout = plan.timeouts[backend.name]
         self.names = {t.name: (t.node, t.op_type) for t in plan.graph.tensors} if plan.graph is not None else {}
         self.crashed: str | None = None
+        self.load: Callable[[str], Any] = lambda name: None  # a reference value (or input) by name, set by measure
 
     def measure(self, values: Mapping[str, Any], feed: Mapping[str, Any],
                 verdicts: Mapping[str, bool]) -> list[LocalError]:
@@ -82,12 +83,14 @@ class _PairMeasurer:
         from cmpx.model.subgraph import closure, index_graph
 
         index = index_graph(load_structure(self.model_path))
-        known = {**{n: feed[n] for n in feed if n in index.graph_inputs}, **values}
-        available = {name: known[name] for name in index.consumers if name in known
-                     and _castable(known[name].dtype, index.elem_type(name))}
+        names = set(values)
+        inputs = set(feed) & set(index.graph_inputs)
+        self.load = lambda name: values[name] if name in names else feed[name]  # mapped when needed, one at a time
+        available = {name for name in index.consumers if (name in names or name in inputs)
+                     and _castable(self.load(name).dtype, index.elem_type(name))}
         targets: dict[int, list[str]] = {}
         for tensor in verdicts:
-            if tensor in values and tensor in index.producer:
+            if tensor in names and tensor in index.producer:
                 targets.setdefault(index.producer[tensor], []).append(tensor)
         errors = []
         directory = os.path.join(self.plan.local_error_dir, f"subgraphs-{self.backend.name.replace('/', '_')}")
@@ -118,7 +121,7 @@ class _PairMeasurer:
         return LocalError(tensor, node, op_type, outcome.worst("abs"), outcome.worst("rel"), outcome.passed,
                           accumulated, outcome.note, size)
 
-    def _run_node(self, index: GraphIndex, position: int, tensors: list[str], available: Mapping[str, Any],
+    def _run_node(self, index: GraphIndex, position: int, tensors: list[str], available: set[str],
                   values: Mapping[str, Any], path: str, started: float, status: str) -> dict[str, Any]:
         """Each of ``tensors``' comparison (an OutputResult), or why it has none (a string)."""
         from cmpx.comparison.compare import compare_output
@@ -130,7 +133,7 @@ class _PairMeasurer:
         missing = [name for name in inputs if name not in available]
         if missing:
             return dict.fromkeys(tensors, f"not measured: the reference has no value of its input {missing[0]}")
-        arrays = {name: _cast(available[name], index.elem_type(name)) for name in inputs}
+        arrays = {name: _cast(self.load(name), index.elem_type(name)) for name in inputs}
         write_subgraph(index, self.model_path, nodes, {n: (a.dtype, a.shape) for n, a in arrays.items()}, tensors,
                        path, output_types={t: values[t].dtype for t in tensors})
         what = index.node_label(position)

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from cmpx.runtimes import BackendRuntime
 
 DETAIL_INDENT = "        "
-LOCAL_ERRORS_SHOWN = 10  # nodes listed by --local-error (the JSON report has every one)
+LOCAL_ERRORS_SHOWN = 10  # nodes listed by --local-error, failing ones first (the JSON report has every one)
 QUIET, NORMAL, VERBOSE, VERY_VERBOSE = 0, 1, 2, 3
 VERDICTS = {ExitCode.PASSED: "PASSED", ExitCode.MISMATCH: "FAILED (mismatch)",
             ExitCode.BACKEND_FAILED: "FAILED (backend failure)", ExitCode.USAGE: "FAILED (a report was not written)"}
@@ -209,7 +209,10 @@ class TextReporter:
                  "FAILED" if failing else None)
         if self.verbosity == QUIET and not failing:
             return
-        for error in errors[:LOCAL_ERRORS_SHOWN]:
+        # the nodes that fail on their own first (largest first), then the largest of the others: by max abs alone,
+        # nodes that pass by the relative tolerance on large values would hide those that fail
+        shown = sorted(errors, key=lambda e: e.passed is not False)[:LOCAL_ERRORS_SHOWN]
+        for error in shown:
             where = ", ".join(p for p in (error.node, error.op_type) if p)
             if error.passed is None:
                 self.say(f"  ------  {error.tensor} ({where}): {error.note}")
