@@ -43,7 +43,7 @@ def runner_processes(parent: int | None = None) -> list[int]:
 def orphaned_workers() -> list[int]:
     """PIDs of live cmpx workers whose coordinator is gone (they must die with it)."""
     return [pid for pid, args in _processes(b"cmpx.transport.worker").items()
-            if args[2:3] and args[2].isdigit() and not shm.process_alive(int(args[2]))]
+            if args[2:3] and args[2].isdigit() and not _process_alive(int(args[2]))]
 
 
 def segments() -> set[str]:
@@ -67,12 +67,15 @@ def _dead(prefix: str) -> bool:
     if os.path.exists(runspace.lock_path(prefix)):
         return not runspace.is_alive(prefix)
     pid = prefix[len(shm.PREFIX):].split("-", 1)[0]
-    if not pid.isdigit():
-        return True
+    return not pid.isdigit() or not _process_alive(int(pid))
+
+
+def _process_alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists (one of another user counts as alive)."""
     try:
-        os.kill(int(pid), 0)
+        os.kill(pid, 0)
     except ProcessLookupError:
-        return True
+        return False
     except PermissionError:
         pass
-    return False
+    return True
