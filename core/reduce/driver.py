@@ -33,6 +33,9 @@ REFUSED = {"load_outputs": "the reference is a live backend", "save_outputs": "i
            "save_error_plots": "it runs many models", "save_transformed": "it runs many models"}
 
 
+FAILING = {"mismatch": "a mismatch", "crash": "a backend failing as on the full model", "any": "either"}
+
+
 @dataclass(frozen=True)
 class ReduceOptions:
     request: RunRequest  # the run, as cmpx run would take it
@@ -69,7 +72,6 @@ def _reduce(options: ReduceOptions, checked: Preflight, observer: Observer, echo
     whole = observer(request, echo if options.verbose else None)
     for warning in whole.warnings:
         echo(f"warning: {warning}")
-    echo(f"full model: {whole.verdict()} ({whole.seconds:.1f} s)")
     if whole.error is not None:
         raise UsageError(whole.error)
     cannot = [n for n, (phase, _) in whole.failures.items() if phase == "start"]
@@ -77,9 +79,12 @@ def _reduce(options: ReduceOptions, checked: Preflight, observer: Observer, echo
         echo(f"cannot reduce: {', '.join(cannot)} could not start, on any model (exit 3)")
         return ExitCode.BACKEND_FAILED
     if whole.passed:
+        echo(f"full model: passed ({whole.seconds:.1f} s)")
         echo("the full model passes: nothing to reduce (exit 0)")
         return ExitCode.PASSED
     fail_on = fail_on or ("any" if whole.mismatch and whole.failures else "crash" if whole.failures else "mismatch")
+    echo(f"full model: {whole.verdict()} ({whole.seconds:.1f} s) | failing means: "
+         f"{FAILING[fail_on]}{'' if options.fail_on else ' (what the full model showed)'}")
     expected = dict(whole.failures)
     if not whole.shows(fail_on, {}):
         if fail_on == "crash":
@@ -93,7 +98,8 @@ def _reduce(options: ReduceOptions, checked: Preflight, observer: Observer, echo
         maker = _values(request, checked, whole, space.scratch_directory(), observer, echo)
         if maker is None:
             return ExitCode.BACKEND_FAILED
-        return _search(options, maker, fail_on, expected, inputs_run, outputs_run, observer, echo, started)
+        words = dict(zip((b.name for b in checked.backends), request.backends))
+        return _search(options, maker, fail_on, expected, (inputs_run, outputs_run, words), observer, echo, started)
     finally:
         space.close()
 
@@ -157,14 +163,16 @@ def _values(request: RunRequest, checked: Preflight, whole: Observation, scratch
     saved = read_cmpx_run(outputs).sources
     values = ReferenceValues(backend, read_cmpx_run(inputs).sources[0], saved[0])
     echo(f"reference values: {len(values.names())} tensors (inputs included) of {values.iterations} iteration(s) "
-         f"from {backend} "
-         f"({seen.seconds:.1f} s)")
+         f"from {backend} ({seen.seconds:.1f} s)")
     index = index_graph(load_structure(request.model))
     return CandidateMaker(index, request.model, values, scratch)
 
 
-def _search(options: ReduceOptions, maker: CandidateMaker, fail_on: str, expected: dict, inputs_run: str,
-            outputs_run: str, observer: Observer, echo: Callable[[str], None], started: float) -> ExitCode:
+def _search(options: ReduceOptions, maker: CandidateMaker, fail_on: str, expected: dict,
+            written: tuple[str, str, dict[str, str]], observer: Observer, echo: Callable[[str], None],
+            started: float) -> ExitCode:
+    """Search, then write the result and check it. ``written``: where its inputs and outputs go, and each
+    backend's word on the command line by its name."""
     from cmpx.reduce.candidates import candidate_request
     from cmpx.reduce.search import reduce_nodes
 
@@ -189,10 +197,12 @@ def _search(options: ReduceOptions, maker: CandidateMaker, fail_on: str, expecte
         return failed
 
     kept = maker.nodes(reduce_nodes(total, fails))
+    inputs_run, outputs_run, words = written
     final = maker.make(kept, 0, options.output, inputs_run)
     _write_outputs(maker, final, outputs_run)
     echo(f"wrote {options.output}, its inputs {inputs_run} and {maker.values.backend}'s outputs {outputs_run}")
-    _verify(options, final, outputs_run, maker.values.backend, fail_on, expected, observer, echo)
+    live = tuple(word for name, word in words.items() if name != maker.values.backend)
+    _verify(options, final, outputs_run, maker.values.backend, live, fail_on, expected, observer, echo)
     echo(f"{count[0]} candidate(s) in {time.monotonic() - started:.1f} s; kept {len(kept)} of {total} node(s): "
          + ", ".join(maker.index.node_label(n) for n in kept))
     return ExitCode.MISMATCH
@@ -211,16 +221,13 @@ def _write_outputs(maker: CandidateMaker, candidate: Candidate, path: str) -> No
         writer.close()
 
 
-def _verify(options: ReduceOptions, candidate: Candidate, outputs_run: str, source: str, fail_on: str,
-            expected: dict, observer: Observer, echo: Callable[[str], None]) -> None:
-    """Run what was written as a user would (the live backends against the saved reference outputs) and say
+def _verify(options: ReduceOptions, candidate: Candidate, outputs_run: str, source: str, live: tuple[str, ...],
+            fail_on: str, expected: dict, observer: Observer, echo: Callable[[str], None]) -> None:
+    """Run what was written as a user would (the ``live`` backends against the saved reference outputs) and say
     whether it fails by itself, with the command that does it."""
-    from cmpx.comparison.pairing import instance_names
     from cmpx.reduce.candidates import candidate_request
 
     request = options.request
-    names = instance_names(list(request.backends))
-    live = tuple(word for word, name in zip(request.backends, names) if name != source)
     label = f"{source}@{os.path.splitext(os.path.basename(os.path.normpath(outputs_run)))[0]}"
     check = replace(candidate_request(request, candidate, ()), backends=live, load_outputs=(outputs_run,),
                     reference=label if len(live) > 1 else None)
@@ -231,5 +238,6 @@ def _verify(options: ReduceOptions, candidate: Candidate, outputs_run: str, sour
     if seen.shows(fail_on, expected):
         echo(f"reproduce (with this command's other options): {command}  -> {seen.verdict()}")
     else:
-        echo(f"warning: the written model does not fail by itself against the saved outputs ({seen.verdict()}); "
-             f"it failed with both backends live: rerun it with them, or: {command}")
+        echo(f"warning: against {source}'s saved outputs the written model does not fail ({seen.verdict()}), though "
+             f"it did with every backend live: compare them live on it (cmpx run {candidate.model} --backend ... "
+             f"--load-inputs {candidate.inputs_run}), or try: {command}")
