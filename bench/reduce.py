@@ -5,7 +5,7 @@ by side in one run: candidate runs, wall time, and what each kept.
 
 The model is an opset-9 chain (cmpx.testing.models.two_faults with only its BatchNormalization, at --fault), the
 pair ONNX Runtime against onnx.reference, which computes that one node wrongly. Polygraphy has no onnx.reference
-runner, so its side follows /work/notes/polygraphy.md section 8 with onnx.reference's values as the golden run:
+runner, so its side follows Polygraphy's own debug-reduce example with onnx.reference's values as the golden run:
 `polygraphy run --onnxrt --save-inputs` makes the inputs (the same seed-1 values cmpx generates), this script runs
 onnx.reference on them with every tensor marked and saves the result with Polygraphy's own RunResults JSON writer
 (what `polygraphy run --save-outputs` writes), `polygraphy data merge` makes the layerwise inputs, and
@@ -118,7 +118,8 @@ def main() -> None:
           f"target: <= 2*log2(N)+10 = {target:.1f} candidate runs")
     print(f"{'tool':<12} {'candidates':>10} {'runs':>5} {'wall s':>8}  kept")
     for name, side in sides.items():
-        print(f"{name:<12} {side['candidates']:>10} {side['runs']:>5} {side['seconds']:8.1f}  {', '.join(side['kept'])}")
+        kept = ", ".join(side["kept"])
+        print(f"{name:<12} {side['candidates']:>10} {side['runs']:>5} {side['seconds']:8.1f}  {kept}")
     print(f"cmpx / polygraphy wall time: {sides['cmpx']['seconds'] / sides['polygraphy']['seconds']:.2f}")
     print(json.dumps(sides))
 

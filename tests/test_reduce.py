@@ -52,10 +52,27 @@ def test_a_crash_on_one_op_type_reduces_to_that_node(run_cli, tmp_path):
     assert "full model: FAILED (crash: crashing signal SIGSEGV during infer)" in result.output
     assert result.output.strip().splitlines()[-1].endswith("kept 1 of 24 node(s): node13_Softmax (Softmax)")
     assert any("passed" in line for line in _candidates(result.output))  # the candidates without it
+    # the crash is the Softmax's, not the backend's on any model: a node unlike it passes
+    assert "(check): 1 node: node0_Add (Add), unlike the node(s) kept: passed" in result.output
     assert _kept(out) == ["node13_Softmax"]
     again = run_cli("run", out, "--backend", "crashing", "--load-inputs", tmp_path / "crash.inputs",
                     plugins=["cmpx_test_crashing"])
     assert again.exit_code == 3 and "SIGSEGV" in again.output
+
+
+def test_a_backend_that_fails_on_any_model_is_not_reduced_to_the_first_node(run_cli, tmp_path):
+    """A backend that cannot run here (as TensorRT without a GPU) fails every candidate the same way, down to the
+    first node: one more candidate, a node unlike it, fails too, so nothing is written and the exit is 3."""
+    model = modelgen.save(modelgen.two_faults(12, batchnorm_at=None, softmax_at=None), tmp_path / "chain.onnx")
+    out = tmp_path / "r.onnx"
+    result = run_cli("reduce", model, "--backend", "faulty", "--faulty-fault", "load:raise", "--backend", "onnxrt",
+                     "-o", out, plugins=["cmpx_test_faulty"])
+    assert result.exit_code == 3, result.output
+    assert "candidate 5 (check): 1 node: node1_Mul (Mul), unlike the node(s) kept: FAILED (error" in result.output
+    assert result.output.strip().splitlines()[-1] == (
+        "cannot reduce: faulty failed the same way on node1_Mul (Mul) alone: it fails on any model, not because of "
+        "a part of this one (exit 3)")
+    assert not out.exists() and not (tmp_path / "r.inputs").exists()
 
 
 def test_an_fp16_failure_of_a_real_network(run_cli, tmp_path):
@@ -76,6 +93,28 @@ def test_an_fp16_failure_of_a_real_network(run_cli, tmp_path):
     assert fp32.exit_code == 0, fp32.output
 
 
+def test_external_weights_are_read_where_they_are_and_the_result_stands_alone(run_cli, tmp_path):
+    """A model whose weights live in an external file (as models over 2 GB must), reduced into another directory:
+    the written model carries the weights its node uses, runs from there, and the source's weights are untouched."""
+    source = tmp_path / "source"
+    source.mkdir()
+    model = modelgen.save_with_external_data(modelgen.two_faults(24, batchnorm_at=9, softmax_at=None), source)
+    weights = (source / "weights.bin").read_bytes()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    result = run_cli("reduce", model, "--backend", "onnxrt", "--backend", "onnxref", "-o", elsewhere / "r.onnx")
+    assert result.exit_code == 1, result.output
+    assert result.output.strip().splitlines()[-1].endswith("kept 1 of 24 node(s): node9_BatchNormalization "
+                                                            "(BatchNormalization)")
+    assert (source / "weights.bin").read_bytes() == weights
+    written = onnx.load(str(elsewhere / "r.onnx"), load_external_data=False)
+    assert {w.name for w in written.graph.initializer} == {"bn_scale", "bn_bias", "bn_mean", "bn_var"}
+    assert all(w.data_location == onnx.TensorProto.DEFAULT for w in written.graph.initializer)
+    again = run_cli("run", elsewhere / "r.onnx", "--backend", "onnxrt", "--load-inputs", elsewhere / "r.inputs",
+                    "--load-outputs", elsewhere / "r.outputs")
+    assert again.exit_code == 1 and "FAILED  t9" in again.output, again.output
+
+
 def test_a_model_that_passes_has_nothing_to_reduce(run_cli, cmpx_models, tmp_path):
     out = tmp_path / "reduced.onnx"
     result = run_cli("reduce", cmpx_models.matmul_chain(layers=3), "--backend", "onnxrt", "--backend", "onnxref",
@@ -92,6 +131,8 @@ def test_backends_that_cannot_run_the_model_at_all(run_cli, tmp_path):
                    plugins=["cmpx_test_crashing", "cmpx_test_faulty"])
     assert both.exit_code == 3, both.output
     assert "no backend that marks tensors ran the full model" in both.output
+    # why each backend failed on the full model, in full, before the verdict on the reduction
+    assert "  faulty failed during infer: " in both.output and "  crashing failed during infer: " in both.output
     mismatch = run_cli("reduce", model, "--backend", "crashing", "--crashing-op", "Add", "--backend", "onnxrt",
                        "--fail-on", "mismatch", "-o", tmp_path / "r.onnx", plugins=["cmpx_test_crashing"])
     assert mismatch.exit_code == 3, mismatch.output
@@ -109,6 +150,31 @@ def test_bad_usage_is_refused_before_anything_runs(run_cli, cmpx_models, tmp_pat
     assert result.exit_code == 2, result.output
     assert message in result.output
     assert "full model" not in result.output
+
+
+def test_it_will_not_overwrite_the_model_or_its_weights(run_cli, tmp_path):
+    """-o the model itself (by another spelling), its weights file, or a path whose OUT.data (where weights over
+    1 GiB go) is its weights file."""
+    model = str(tmp_path / "model.onnx")
+    onnx.save(modelgen.two_faults(8, batchnorm_at=3, softmax_at=None), model, save_as_external_data=True,
+              location="r.onnx.data", size_threshold=0)
+    before = (Path(model).read_bytes(), (tmp_path / "r.onnx.data").read_bytes())
+    for out in (tmp_path / "." / "model.onnx", tmp_path / "r.onnx.data", tmp_path / "r.onnx"):
+        result = run_cli("reduce", model, "--backend", "onnxrt", "--backend", "onnxref", "-o", out)
+        assert result.exit_code == 2, result.output
+        assert result.output.startswith("Error: ") and len(result.output.strip().splitlines()) == 1, result.output
+        assert "which the model being reduced reads; write the reduced model elsewhere" in result.output
+    assert (Path(model).read_bytes(), (tmp_path / "r.onnx.data").read_bytes()) == before
+
+
+def test_a_missing_model_or_reference_is_one_line_before_anything_runs(run_cli, tmp_path):
+    for args in (("nope.onnx", "--backend", "onnxrt", "--backend", "onnxref"),
+                 (modelgen.save(modelgen.two_faults(4, None, None), tmp_path / "m.onnx"), "--backend", "onnxrt",
+                  "--backend", "onnxref", "--reference", "nobody")):
+        result = run_cli("reduce", *args, "-o", tmp_path / "r.onnx")
+        assert result.exit_code == 2, result.output
+        assert len(result.output.strip().splitlines()) == 1, result.output
+        assert "model file not found" in result.output or "--reference 'nobody'" in result.output
 
 
 def test_it_will_not_write_into_a_run_already_there(run_cli, cmpx_models, tmp_path):

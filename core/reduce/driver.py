@@ -4,7 +4,8 @@ write the smallest failing subgraph with its inputs and the reference's outputs,
 fails by itself.
 
 Exit codes: 1 a failing subgraph was written, 0 the whole model passes (or does not fail the way --fail-on asks),
-2 bad usage, 3 the backends cannot run the model at all (nothing to compare or no values to feed candidates).
+2 bad usage, 3 the backends cannot run the model at all (nothing to compare, no values to feed candidates, or a
+backend failure kept that shows as well on a node unlike those kept: the backend fails on any model).
 """
 
 from __future__ import annotations
@@ -74,10 +75,6 @@ def _reduce(options: ReduceOptions, checked: Preflight, observer: Observer, echo
         echo(f"warning: {warning}")
     if whole.error is not None:
         raise UsageError(whole.error)
-    cannot = [n for n, (phase, _) in whole.failures.items() if phase == "start"]
-    if cannot:
-        echo(f"cannot reduce: {', '.join(cannot)} could not start, on any model (exit 3)")
-        return ExitCode.BACKEND_FAILED
     if whole.passed:
         echo(f"full model: passed ({whole.seconds:.1f} s)")
         echo("the full model passes: nothing to reduce (exit 0)")
@@ -85,6 +82,12 @@ def _reduce(options: ReduceOptions, checked: Preflight, observer: Observer, echo
     fail_on = fail_on or ("any" if whole.mismatch and whole.failures else "crash" if whole.failures else "mismatch")
     echo(f"full model: {whole.verdict()} ({whole.seconds:.1f} s) | failing means: "
          f"{FAILING[fail_on]}{'' if options.fail_on else ' (what the full model showed)'}")
+    for message in whole.messages:
+        echo(f"  {message}")
+    cannot = [n for n, (phase, _) in whole.failures.items() if phase == "start"]
+    if cannot:
+        echo(f"cannot reduce: {', '.join(cannot)} could not start, on any model (exit 3)")
+        return ExitCode.BACKEND_FAILED
     expected = dict(whole.failures)
     if not whole.shows(fail_on, {}):
         if fail_on == "crash":
@@ -112,6 +115,8 @@ def _outputs(output: str) -> tuple[str, str]:
 
 def _check(options: ReduceOptions, checked: Preflight) -> None:
     """Usage errors, before anything runs."""
+    from cmpx.comparison.pairing import check_reference
+    from cmpx.model.info import read_model
     from cmpx.outputs import check_directory_output, check_file_output
 
     request = options.request
@@ -122,8 +127,11 @@ def _check(options: ReduceOptions, checked: Preflight) -> None:
         raise UsageError("cmpx reduce needs a MODEL: cmpx reduce MODEL --backend A --backend B -o reduced.onnx")
     if checked.model_format is not None:
         raise UsageError(f"cmpx reduce cuts ONNX models, and {request.model} is a {checked.model_format} model")
+    read_model(request.model)  # missing, a directory, not ONNX: said now, not after the first run
     if len(checked.backends) < 2:
         raise UsageError("cmpx reduce compares backends: give at least two --backend")
+    check_reference(request.reference, [b.name for b in checked.backends])
+    _check_not_the_model(options.output, request.model)
     if not any(b.spec.supports_marking for b in checked.backends):
         raise UsageError("cmpx reduce feeds each candidate the values of its input tensors, which only a backend "
                          "that marks tensors gives; none of these does (" +
@@ -134,6 +142,24 @@ def _check(options: ReduceOptions, checked: Preflight) -> None:
     inputs_run, outputs_run = _outputs(options.output)
     check_directory_output("-o (its inputs)", inputs_run, True)
     check_directory_output("-o (its reference outputs)", outputs_run, True)
+
+
+def _check_not_the_model(output: str, model: str) -> None:
+    """-o (and the weights file it may write beside it) must not overwrite the model or the files it reads."""
+    import onnx
+
+    from cmpx.model.graph import model_directory
+
+    structure = onnx.load(model, load_external_data=False)
+    tensors = [*structure.graph.initializer, *(sparse.values for sparse in structure.graph.sparse_initializer)]
+    locations = {entry.value for tensor in tensors if tensor.data_location == onnx.TensorProto.EXTERNAL
+                 for entry in tensor.external_data if entry.key == "location"}
+    written = {os.path.realpath(output): "-o", os.path.realpath(output + ".data"): "-o's weights file (OUT.data)"}
+    for path in [model, *(os.path.join(model_directory(model), location) for location in sorted(locations))]:
+        what = written.get(os.path.realpath(path))
+        if what is not None:
+            raise UsageError(f"{what} would overwrite {path}, which the model being reduced reads; write the reduced "
+                             "model elsewhere")
 
 
 def _values(request: RunRequest, checked: Preflight, whole: Observation, scratch: str, observer: Observer,
@@ -181,6 +207,7 @@ def _search(options: ReduceOptions, maker: CandidateMaker, fail_on: str, expecte
     total = len(maker.index.nodes)
     best = [list(range(total))]
     count = [0]
+    crashed = [False]  # whether the smallest failing candidate so far failed by a backend failure, not a mismatch
 
     def fails(window, step: str) -> bool:
         count[0] += 1
@@ -192,11 +219,18 @@ def _search(options: ReduceOptions, maker: CandidateMaker, fail_on: str, expecte
         failed = seen.shows(fail_on, expected)
         if failed:
             best[0] = list(candidate.nodes)
+            crashed[0] = not (fail_on != "crash" and seen.mismatch)
         echo(f"candidate {count[0]} ({step}): {what}: {seen.verdict()} ({seen.seconds:.1f} s) | nodes left: "
              f"{len(best[0])}")
         return failed
 
     kept = maker.nodes(reduce_nodes(total, fails))
+    if crashed[0]:
+        checked = _fails_anywhere(options, maker, kept, count[0] + 1, expected, observer, echo)
+        if checked is not None:
+            count[0] += 1
+        if checked:
+            return ExitCode.BACKEND_FAILED
     inputs_run, outputs_run, words = written
     final = maker.make(kept, 0, options.output, inputs_run)
     _write_outputs(maker, final, outputs_run)
@@ -206,6 +240,31 @@ def _search(options: ReduceOptions, maker: CandidateMaker, fail_on: str, expecte
     echo(f"{count[0]} candidate(s) in {time.monotonic() - started:.1f} s; kept {len(kept)} of {total} node(s): "
          + ", ".join(maker.index.node_label(n) for n in kept))
     return ExitCode.MISMATCH
+
+
+def _fails_anywhere(options: ReduceOptions, maker: CandidateMaker, kept: list[int], number: int, expected: dict,
+                    observer: Observer, echo: Callable[[str], None]) -> bool | None:
+    """Whether a backend failure kept is the backend's on any model, not this part's (a backend that cannot run
+    here, such as TensorRT without a GPU, fails every candidate the same way, down to the first node): one more
+    candidate, a node of an op type none of the kept nodes has, that needs none of them. True: said, exit 3;
+    None: there is no such node, nothing ran."""
+    from cmpx.reduce.candidates import candidate_request
+
+    types = {maker.index.nodes[n].op_type for n in kept}
+    other = next((n for n, node in enumerate(maker.index.nodes) if node.op_type not in types
+                  and not set(maker.nodes([n])) & set(kept)), None)
+    if other is None:
+        return None
+    candidate = maker.make([other], number)
+    seen = observer(candidate_request(options.request, candidate, maker.index.graph_outputs),
+                    echo if options.verbose else None)
+    echo(f"candidate {number} (check): {maker.describe(candidate.nodes)}, unlike the node(s) kept: {seen.verdict()} "
+         f"({seen.seconds:.1f} s)")
+    if not seen.shows("crash", expected):
+        return False
+    echo(f"cannot reduce: {', '.join(sorted(seen.failures))} failed the same way on {maker.index.node_label(other)}"
+         " alone: it fails on any model, not because of a part of this one (exit 3)")
+    return True
 
 
 def _write_outputs(maker: CandidateMaker, candidate: Candidate, path: str) -> None:

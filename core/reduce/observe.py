@@ -28,6 +28,7 @@ class Observation:
     mismatch: bool = False
     failures: dict[str, tuple[str, str]] = field(default_factory=dict)
     details: list[str] = field(default_factory=list)  # what failed, for the progress line
+    messages: list[str] = field(default_factory=list)  # each backend failure in full (its first line)
     error: str | None = None  # the run could not be made (not an observation of the backends)
     seconds: float = 0.0
     report: Report | None = None
@@ -126,6 +127,7 @@ def _classify(observation: Observation, report: Report) -> None:
         observation.failures[name] = (error.phase, kind)
         what = f"signal {error.signal_name}" if isinstance(error, BackendCrashed) and error.signal_name else kind
         observation.details.append(f"{name} {what} during {error.phase}")
+        observation.messages.append(str(error).strip().splitlines()[0] if str(error).strip() else what)
     failing = [t for t in report.tallies if not t.passed]
     if failing or report.non_finite or (not report.tallies and not report.failures):
         observation.mismatch = True
