@@ -60,6 +60,20 @@ def test_a_crash_on_one_op_type_reduces_to_that_node(run_cli, tmp_path):
     assert again.exit_code == 3 and "SIGSEGV" in again.output
 
 
+def test_a_full_model_that_shows_both_a_crash_and_a_mismatch_fails_on_either(run_cli, tmp_path):
+    """Three backends: one crashes on the Softmax (node 13), the other two disagree from the BatchNormalization
+    (node 5) on. Failing means either, by default; the first failing part is the BatchNormalization's mismatch."""
+    model = modelgen.save(modelgen.two_faults(16, batchnorm_at=5, softmax_at=13), tmp_path / "chain.onnx")
+    out = tmp_path / "r.onnx"
+    result = run_cli("reduce", model, "--backend", "crashing", "--crashing-op", "Softmax", "--backend", "onnxrt",
+                     "--backend", "onnxref", "-o", out, plugins=["cmpx_test_crashing"])
+    assert result.exit_code == 1, result.output
+    assert "| failing means: either (what the full model showed)" in result.output
+    assert result.output.strip().splitlines()[-1].endswith("kept 1 of 16 node(s): node5_BatchNormalization "
+                                                            "(BatchNormalization)")
+    assert "(check)" not in result.output  # what is kept fails by a mismatch: no backend failure to check
+
+
 def test_a_backend_that_fails_on_any_model_is_not_reduced_to_the_first_node(run_cli, tmp_path):
     """A backend that cannot run here (as TensorRT without a GPU) fails every candidate the same way, down to the
     first node: one more candidate, a node unlike it, fails too, so nothing is written and the exit is 3."""
