@@ -3,7 +3,8 @@
 The document: ``format``, ``cmpx_version``, ``model``; ``results``, one record per pair and iteration (backend,
 reference, iteration, passed, every output with its metrics and statistics, unmatched tensors, first divergence);
 then ``exit_code``, ``passed``, ``interrupted``, ``iterations``, ``backends`` (options, timings, failures),
-``pairs`` (one summary per pair; with --local-error its ``local_errors``, largest first), ``non_finite``, ``output_failures`` and ``warnings``.
+``pairs`` (one summary per pair; with --local-error its ``local_errors``, largest first), ``non_finite``,
+``output_failures`` and ``warnings``.
 """
 
 from __future__ import annotations

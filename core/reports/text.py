@@ -195,7 +195,6 @@ class TextReporter:
                 f"{elements} element(s) compared")
         self.say(f"{VERDICTS[code]} | {what} | exit {int(code)}", "PASSED" if code == ExitCode.PASSED else "FAILED")
 
-
     def _local_errors(self, tally: PairTally) -> None:
         """--local-error: the nodes with the largest errors of their own, and how many fail or inherit."""
         errors = tally.local_errors
