@@ -7,7 +7,7 @@ import contextlib
 import itertools
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cmpx.comparison.iteration import IterationComparer
 from cmpx.errors import BackendFailed
@@ -25,6 +25,9 @@ from cmpx.transport.arena import MappingCache, ReusedSegments
 from cmpx.transport.messages import Infer
 from cmpx.transport.sources import TensorSource
 
+if TYPE_CHECKING:
+    from cmpx.local_error.keeper import ReferenceKeeper
+
 CLOSE_TIMEOUT_SECONDS = 10.0
 START_TIMEOUT_SECONDS = 60.0  # from spawning a worker to its hello, or --timeout where that is longer
 MAPPING_BUDGET = 768 << 20  # an iteration's outputs up to this size stay mapped between iterations
@@ -40,6 +43,7 @@ class _Run:
     inputs_writer: RunWriter | None = None
     outputs_writer: RunWriter | None = None
     comparer: IterationComparer | None = None
+    keeper: ReferenceKeeper | None = None  # --local-error
     inputs: ReusedSegments = field(default_factory=ReusedSegments)
     mappings: MappingCache = field(default_factory=lambda: MappingCache(MAPPING_BUDGET))
 
@@ -67,11 +71,20 @@ def execute(plan: RunPlan, feeds: Iterator[Mapping[str, Any]] | None, reporter: 
         if plan.save_outputs:
             run.outputs_writer = run_writer(plan.save_outputs, "outputs", model_path, "--save-outputs")
             cleanup.push(_closer(run.outputs_writer))
-        run.comparer = IterationComparer(plan, reporter, result, run.outputs_writer)
+        if plan.local_error_dir is not None:
+            from cmpx.local_error.keeper import ReferenceKeeper
+
+            run.keeper = ReferenceKeeper(plan)
+            cleanup.callback(run.keeper.close)
+        run.comparer = IterationComparer(plan, reporter, result, run.outputs_writer, run.keeper)
         _start_and_load(run)
         if run.outputs_writer is not None:
             _describe_sources(run, run.outputs_writer)
         _iterate(run, feeds)
+        if run.keeper is not None:  # each node's own error, in the workers still loaded, before they close
+            from cmpx.local_error.measure import measure_local_errors
+
+            measure_local_errors(plan, run.workers, run.keeper, reporter, result, run.prefix)
         _close_workers(run)
     return result
 
@@ -226,6 +239,8 @@ def _dispatch(run: _Run, iteration: int, feed: Mapping[str, Any]) -> _Inflight:
     digest = feeds_digest(feed) if wants_digest else None
     if run.inputs_writer is not None:
         run.inputs_writer.add("inputs", iteration, feed, digest)
+    if run.keeper is not None:
+        run.keeper.feed(iteration, feed)
     inflight = _Inflight(iteration, digest)
     alive = {name: w for name, w in run.workers.items() if w.alive}
     if not alive:

@@ -71,6 +71,7 @@ class RunPlan:
     postprocess: Postprocess = field(default_factory=Postprocess)  # --postprocess top-K
     warm_up: int = 0  # --warm-up: untimed inferences before the first timed one
     model_file: str | None = None  # the file backends load (beside its external data: --external-data-dir)
+    local_error_dir: str | None = None  # --local-error: where the reference's values of iteration 0 are kept
 
     @property
     def required_outputs(self) -> frozenset[str]:

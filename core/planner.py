@@ -90,13 +90,33 @@ def build_plan(checked: Preflight, warn: Callable[[str], None], scratch: str | N
                 raise UsageError(f"--load-outputs {backend.path}: {backend.name} holds {len(backend.source)} "
                                  f"iteration(s) but this run makes {iterations}; use --iterations "
                                  f"{len(backend.source)}")
+    local_error_dir = _local_error_dir(request, mark, names, backends, scratch)
     plan = RunPlan(model, inputs, backends, request.reference, checked.comparison, checked.timeouts,
                    checked.settings, validate=request.validate, saved_backends=saved,
                    save_inputs=request.save_inputs, save_outputs=request.save_outputs, iterations=iterations,
                    mark=mark, graph=graph, show_unmatched=request.show_unmatched, dropped=dropped,
                    output_map=output_map, postprocess=checked.postprocess, warm_up=request.warm_up,
-                   model_file=model_file)
+                   model_file=model_file, local_error_dir=local_error_dir)
     return plan, feeds
+
+
+def _local_error_dir(request: RunRequest, mark: Sequence[str], names: Sequence[str],
+                     backends: Sequence[BackendPlan], scratch: str | None) -> str | None:
+    """--local-error needs marked tensors and a live backend compared against a reference; the reference's values
+    of iteration 0 are kept in the run's scratch space."""
+    if not request.local_error:
+        return None
+    if not mark:
+        raise UsageError("--local-error measures each compared node: give --mark-all (or --onnx-outputs NAMES)")
+    from cmpx.comparison.pairing import comparison_pairs
+
+    live = {b.name for b in backends}
+    if not any(backend in live for backend, _ in comparison_pairs(names, request.reference)):
+        raise UsageError("--local-error runs nodes on a live backend compared against a reference, and this run has "
+                         "none (" + (", ".join(names) or "no backend") + "); add a --backend to run")
+    if scratch is None:
+        raise UsageError("--local-error needs the run's scratch space (run it through cmpx run or cmpx.run())")
+    return os.path.join(scratch, "local-error")
 
 
 def _warn_about_marking(backends: Sequence[BackendPlan], mark: Sequence[str], warn: Callable[[str], None]) -> None:

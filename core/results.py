@@ -110,6 +110,44 @@ class Divergence:
     result: OutputResult
 
 
+@dataclass(frozen=True)
+class LocalError:
+    """--local-error: the error one node makes on its own, given the reference's values of its inputs (iteration
+    0), for one of its output tensors. ``passed`` is None when it could not be measured (``note`` says why);
+    ``accumulated_passed`` is that tensor's verdict in the run itself (iteration 0), None if it was not compared."""
+
+    tensor: str
+    node: str
+    op_type: str
+    max_abs: float | None
+    max_rel: float | None
+    passed: bool | None
+    accumulated_passed: bool | None = None
+    note: str = ""
+    subgraph_nodes: int = 1  # the node, and the uncompared nodes run with it (their outputs have no reference value)
+
+    @property
+    def inheriting(self) -> bool:
+        """It fails in the run but not on its own: its error comes from the nodes before it."""
+        return self.passed is True and self.accumulated_passed is False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"tensor": self.tensor, "node": self.node, "op_type": self.op_type, "max_abs": self.max_abs,
+                "max_rel": self.max_rel, "passed": self.passed, "inheriting": self.inheriting,
+                "accumulated_passed": self.accumulated_passed, "note": self.note or None,
+                "subgraph_nodes": self.subgraph_nodes}
+
+
+def ranked(errors: Sequence[LocalError]) -> list[LocalError]:
+    """Largest local error first (NaN counts as the largest; unmeasured ones last, in graph order)."""
+    def key(error: LocalError) -> tuple[int, float]:
+        if error.max_abs is None:
+            return (2, 0.0)
+        return (0, 0.0) if math.isnan(error.max_abs) else (1, -error.max_abs)
+
+    return sorted(errors, key=key)
+
+
 @dataclass
 class PairResult:
     """One backend compared against its reference backend, in one iteration. ``unmatched`` lists intermediate
@@ -161,6 +199,8 @@ class PairTally:
     worst_rel: float | None = None
     failing_iterations: list[int] = field(default_factory=list)  # the first FAILING_ITERATIONS_LISTED
     first_divergence: tuple[int, Divergence] | None = None  # (iteration, divergence), the first one found
+    local_errors: list[LocalError] | None = None  # --local-error: every measured node, largest error first
+    local_error_seconds: float | None = None  # what measuring them took (loads and inferences of subgraphs)
 
     def add(self, pair: PairResult) -> None:
         self.iterations += 1

@@ -132,6 +132,10 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
     _option("mark_all", FLAG, LAYERS, "compare every intermediate tensor on every backend that can expose them, and "
             "report the first diverging layer"),
     _option("show_unmatched", FLAG, LAYERS, "list the marked tensors only one backend of a pair produced"),
+    _option("local_error", FLAG, LAYERS, "with --mark-all or --onnx-outputs: also measure each compared node's own "
+            "error, its inputs taken from the reference's values (iteration 0), and rank the nodes by it; a node "
+            "that fails only with the error reaching it is marked inheriting. Costs one load and one inference of "
+            "a one-node model per node, on each backend compared against a reference"),
     _option("fp16", FLAG, PRECISION, "run the backends that take precision flags (TensorRT) on the fp16 graph; "
             "others: --backend NAME:fp16"),
     _option("bf16", FLAG, PRECISION, "the same with the bf16 graph"),

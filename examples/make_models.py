@@ -50,9 +50,18 @@ def dynamic_identity_model() -> onnx.ModelProto:
     return _model(graph)
 
 
+def two_faults_model() -> onnx.ModelProto:
+    """A 60-node opset-9 chain X[1,4,3,3] -> Y whose BatchNormalization (node 20) and axis-less Softmax (node 45)
+    onnx.reference computes wrongly (cmpx.testing.models.two_faults): for --local-error and cmpx reduce."""
+    from cmpx.testing.models import two_faults
+
+    return two_faults()
+
+
 def main() -> None:
     os.makedirs(os.path.join(HERE, "models"), exist_ok=True)
-    for name, model in [("conv", conv_model()), ("dynamic_identity", dynamic_identity_model())]:
+    for name, model in [("conv", conv_model()), ("dynamic_identity", dynamic_identity_model()),
+                        ("two_faults", two_faults_model())]:
         onnx.checker.check_model(model)
         onnx.save(model, os.path.join(HERE, "models", f"{name}.onnx"))
 

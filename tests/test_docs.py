@@ -28,10 +28,24 @@ def _samples(path):
 
 
 @pytest.mark.parametrize("command, expected", list(_samples(REPO / "README.md")))
-def test_the_readmes_sample_output_is_what_cmpx_prints(command, expected, no_leaks):
+def test_the_readmes_sample_output_is_what_cmpx_prints(command, expected, no_leaks, tmp_path):
+    (tmp_path / "examples").symlink_to(REPO / "examples")  # run where the README's paths lead, writing nothing there
     done = subprocess.run([sys.executable, "-m", "cmpx", *shlex.split(command)[1:]], capture_output=True, text=True,
-                          cwd=REPO, timeout=120)
+                          cwd=tmp_path, timeout=120)
     assert _masked(done.stdout) == _masked(expected), done.stdout
+
+
+def test_the_readmes_local_error_excerpt_is_what_cmpx_prints(no_leaks, tmp_path):
+    """The README quotes the --local-error section of a run: its lines are what that run prints."""
+    text = (REPO / "README.md").read_text()
+    command = re.search(r"^    (cmpx run .*--local-error)$", text, re.M).group(1)
+    excerpt = re.search(r"```\n(Local error of .*?)```", text, re.S).group(1)
+    (tmp_path / "examples").symlink_to(REPO / "examples")
+    done = subprocess.run([sys.executable, "-m", "cmpx", *shlex.split(command)[1:]], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=120)
+    printed, quoted = _masked(done.stdout), _masked(excerpt)
+    start = printed.index(quoted[0])
+    assert printed[start:start + len(quoted)] == quoted, done.stdout
 
 
 def _python_blocks(path):

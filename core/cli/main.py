@@ -14,6 +14,7 @@ import click
 from cmpx import __version__
 from cmpx.cli.argv import Prescan, prescan
 from cmpx.cli.env_cmd import env_group
+from cmpx.cli.reduce_cmd import reduce_command
 from cmpx.cli.sweep_cmd import sweep_command
 from cmpx.errors import CmpxError, ExitCode, RunInterrupted, exit_code_of
 from cmpx.plugins import PluginSet, PluginSettings, make_plugin_manager
@@ -144,6 +145,7 @@ def plugins_command() -> None:
 
 
 cli.add_command(sweep_command)
+cli.add_command(reduce_command)
 
 
 @cli.command("tensors")

@@ -17,6 +17,7 @@ from cmpx.comparison.validation import find_non_finite
 from cmpx.results import PairResult
 
 if TYPE_CHECKING:
+    from cmpx.local_error.keeper import ReferenceKeeper
     from cmpx.plan import RunPlan
     from cmpx.reports.reporter import Reporter
     from cmpx.results import RunResult
@@ -27,11 +28,13 @@ if TYPE_CHECKING:
 class IterationComparer:
     """Compares iterations of one run; ``warned`` keeps each warning to once per run."""
 
-    def __init__(self, plan: RunPlan, reporter: Reporter, result: RunResult, outputs_writer: RunWriter | None):
+    def __init__(self, plan: RunPlan, reporter: Reporter, result: RunResult, outputs_writer: RunWriter | None,
+                 keeper: ReferenceKeeper | None = None):
         self.plan = plan
         self.reporter = reporter
         self.result = result
         self.outputs_writer = outputs_writer
+        self.keeper = keeper  # --local-error: keeps the reference's values of iteration 0
         self.warned: set[tuple[str, str]] = set()
         self.wants_values = plan.single or bool(getattr(reporter, "wants_values", False))
 
@@ -70,6 +73,8 @@ class IterationComparer:
         for name, stats in values.items():
             self.result.add_values(name, iteration, stats)
             self.reporter.outputs_described(name, iteration, stats)
+        if self.keeper is not None:
+            self.keeper.compared(iteration, pairs)
         for pair in pairs:
             if plan.graph is not None:
                 pair.first_divergence = first_divergence(plan.graph, {o.output: o for o in pair.outputs})
@@ -89,6 +94,8 @@ class IterationComparer:
         """What happens to every tensor of every backend, compared or not: saved, checked, described."""
         if name in live and self.outputs_writer is not None:
             self.outputs_writer.tensor(name, iteration, tensor, array)
+        if self.keeper is not None:
+            self.keeper.tensor(iteration, name, tensor, array)
         if self.plan.validate:
             for finding in find_non_finite(name, {tensor: array}):
                 self.result.non_finite.append(finding)

@@ -3,7 +3,8 @@
 The document: ``format``, ``cmpx_version``, ``model``; ``results``, one record per pair and iteration (backend,
 reference, iteration, passed, every output with its metrics and statistics, unmatched tensors, first divergence);
 then ``exit_code``, ``passed``, ``interrupted``, ``iterations``, ``backends`` (options, timings, failures),
-``pairs`` (one summary per pair), ``non_finite``, ``output_failures`` and ``warnings``.
+``pairs`` (one summary per pair; with --local-error its ``local_errors``, largest first), ``non_finite``,
+``output_failures`` and ``warnings``.
 """
 
 from __future__ import annotations
@@ -187,7 +188,9 @@ def pair_summary(tally: PairTally) -> dict[str, Any]:
             "outputs_compared": tally.outputs_compared, "elements": tally.elements,
             "worst_abs": tally.worst_abs, "worst_rel": tally.worst_rel, "failing_iterations": tally.failing_iterations,
             "first_divergence": None if divergence is None else dict(iteration=divergence[0],
-                                                                     **_divergence(divergence[1]))}
+                                                                     **_divergence(divergence[1])),
+            "local_errors": None if tally.local_errors is None else [e.to_dict() for e in tally.local_errors],
+            "local_error_seconds": tally.local_error_seconds}
 
 
 def _divergence(divergence: Any) -> dict[str, Any]:

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from cmpx.runtimes import BackendRuntime
 
 DETAIL_INDENT = "        "
+LOCAL_ERRORS_SHOWN = 10  # nodes listed by --local-error, failing ones first (the JSON report has every one)
 QUIET, NORMAL, VERBOSE, VERY_VERBOSE = 0, 1, 2, 3
 VERDICTS = {ExitCode.PASSED: "PASSED", ExitCode.MISMATCH: "FAILED (mismatch)",
             ExitCode.BACKEND_FAILED: "FAILED (backend failure)", ExitCode.USAGE: "FAILED (a report was not written)"}
@@ -146,6 +147,9 @@ class TextReporter:
     def finished(self, report: Report) -> None:
         """The summary: per pair, per backend, failures and hints; then the verdict (unless interrupted)."""
         result = report.result
+        for tally in result.tallies.values():
+            if tally.local_errors is not None:
+                self._local_errors(tally)
         self.say("Summary (interrupted: what finished)" if report.interrupted else "Summary")
         for tally in result.tallies.values():
             self.say(f"  {self.name(tally.backend)} vs {self.name(tally.reference)}: {_pair_line(tally)}")
@@ -196,6 +200,35 @@ class TextReporter:
                 f"{elements} element(s) compared")
         self.say(f"{VERDICTS[code]} | {what} | exit {int(code)}", "PASSED" if code == ExitCode.PASSED else "FAILED")
 
+    def _local_errors(self, tally: PairTally) -> None:
+        """--local-error: the nodes with the largest errors of their own, and how many fail or inherit."""
+        errors = tally.local_errors
+        failing = [e for e in errors if e.passed is False]
+        inheriting = [e for e in errors if e.inheriting]
+        unmeasured = [e for e in errors if e.passed is None]
+        self.say(f"Local error of {self.name(tally.backend)} vs {self.name(tally.reference)} (each node run on the "
+                 f"reference's values of its inputs, iteration 0; {tally.local_error_seconds or 0:.2f} s): "
+                 f"{len(failing)} of {len(errors)} node output(s) fail on their own, {len(inheriting)} only inherit "
+                 f"an error" + (f", {len(unmeasured)} not measured" if unmeasured else ""),
+                 "FAILED" if failing else None)
+        if self.verbosity == QUIET and not failing:
+            return
+        # the nodes that fail on their own first (largest first), then the largest of the others: by max abs alone,
+        # nodes that pass by the relative tolerance on large values would hide those that fail
+        shown = sorted(errors, key=lambda e: e.passed is not False)[:LOCAL_ERRORS_SHOWN]
+        for error in shown:
+            where = ", ".join(p for p in (error.node, error.op_type) if p)
+            if error.passed is None:
+                self.say(f"  ------  {error.tensor} ({where}): {error.note}")
+                continue
+            status = "PASSED" if error.passed else "FAILED"
+            numbers = (f"max abs {error.max_abs:.3g}, max rel {error.max_rel:.3g}" if error.max_abs is not None
+                       and error.max_rel is not None else "no abs/rel statistics (see the metrics of the run)")
+            group = f" (with {error.subgraph_nodes - 1} uncompared node(s))" if error.subgraph_nodes > 1 else ""
+            self.say(f"  {status}  {error.tensor} ({where}): {numbers}{group}" +
+                     (" (inheriting: fails in the run)" if error.inheriting else ""), status)
+        if len(errors) > LOCAL_ERRORS_SHOWN:
+            self.say(f"  ... {len(errors) - LOCAL_ERRORS_SHOWN} more (all of them: --report-json, local_errors)")
 
     def wrote(self, what: str, path: str) -> None:
         self.say(f"wrote {what} to {path}")

@@ -214,6 +214,9 @@ class LazyTensors(Mapping):
         array = load_npy(file, f"{self._path}: {name}", mmap=True)
         return array.view(dtype) if is_extension(dtype) else array
 
+    def __contains__(self, name: object) -> bool:  # without mapping the file, as Mapping's default would
+        return name in self._files
+
     def __iter__(self):
         return iter(self._files)
 

@@ -46,16 +46,6 @@ def orphaned_workers() -> list[int]:
             if args[2:3] and args[2].isdigit() and not _process_alive(int(args[2]))]
 
 
-def _process_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # alive, another user's
-        return True
-    return True
-
-
 def segments() -> set[str]:
     """cmpx files in /dev/shm that this process's runs could have left: its own, and those of runs that are no
     longer alive (a subprocess run; files without a run lock count too). Files of other live runs (a test suite
@@ -77,12 +67,15 @@ def _dead(prefix: str) -> bool:
     if os.path.exists(runspace.lock_path(prefix)):
         return not runspace.is_alive(prefix)
     pid = prefix[len(shm.PREFIX):].split("-", 1)[0]
-    if not pid.isdigit():
-        return True
+    return not pid.isdigit() or not _process_alive(int(pid))
+
+
+def _process_alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists (one of another user counts as alive)."""
     try:
-        os.kill(int(pid), 0)
+        os.kill(pid, 0)
     except ProcessLookupError:
-        return True
+        return False
     except PermissionError:
         pass
-    return False
+    return True

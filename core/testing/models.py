@@ -9,10 +9,10 @@ from onnx import TensorProto, helper, numpy_helper
 OPSET = 17
 
 
-def _model(nodes, inputs, outputs, initializers=()):
+def _model(nodes, inputs, outputs, initializers=(), opset: int = OPSET):
     """The model, with the oldest IR version its opset allows (older ONNX Runtimes refuse newer ones)."""
     graph = helper.make_graph(nodes, "test", inputs, outputs, list(initializers))
-    opsets = [helper.make_opsetid("", OPSET)]
+    opsets = [helper.make_opsetid("", opset)]
     model = helper.make_model(graph, opset_imports=opsets, ir_version=helper.find_min_ir_version_for(opsets))
     onnx.checker.check_model(model)
     return model
@@ -108,3 +108,35 @@ def named_outputs(names, intermediate: str = "hidden") -> onnx.ModelProto:
               for i, name in enumerate(names)]
     return _model(nodes, [helper.make_tensor_value_info("X", TensorProto.FLOAT, [2, 3])],
                   [helper.make_tensor_value_info(name, TensorProto.FLOAT, [2, 3]) for name in names], [scale])
+
+
+def two_faults(nodes: int = 60, batchnorm_at: int | None = 20, softmax_at: int | None = 45) -> onnx.ModelProto:
+    """An opset-9 chain X[1,4,3,3] -> ``nodes`` nodes -> Y (every intermediate named t<i>, nodes node<i>_<Op>) of
+    Add, Mul, Neg, Tanh and Sin, with a BatchNormalization at ``batchnorm_at`` and an axis-less Softmax at
+    ``softmax_at``: the two ops onnx.reference (1.23) computes wrongly at opset 9, where ONNX Runtime and OpenVINO
+    agree. Every other node agrees to float32 rounding, and an error once made reaches the output."""
+    rng = np.random.default_rng(0)
+    channels, chain, inits, current = 4, [], [], "X"
+    ops = ("Add", "Mul", "Neg", "Tanh", "Add", "Mul", "Sin")
+    for i in range(nodes):
+        output = "Y" if i == nodes - 1 else f"t{i}"
+        if i == batchnorm_at:
+            for part, (low, high) in (("scale", (0.5, 1.5)), ("bias", (-0.5, 0.5)), ("mean", (-0.2, 0.2)),
+                                      ("var", (0.5, 1.5))):
+                inits.append(numpy_helper.from_array(rng.uniform(low, high, channels).astype(np.float32),
+                                                     f"bn_{part}"))
+            chain.append(helper.make_node("BatchNormalization", [current, "bn_scale", "bn_bias", "bn_mean", "bn_var"],
+                                          [output], name=f"node{i}_BatchNormalization"))
+        elif i == softmax_at:
+            chain.append(helper.make_node("Softmax", [current], [output], name=f"node{i}_Softmax"))
+        else:
+            op = ops[i % len(ops)]
+            inputs = [current]
+            if op in ("Add", "Mul"):
+                inits.append(numpy_helper.from_array(np.array(1.2 if op == "Mul" else 0.1, np.float32), f"c{i}"))
+                inputs.append(f"c{i}")
+            chain.append(helper.make_node(op, inputs, [output], name=f"node{i}_{op}"))
+        current = output
+    shape = [1, channels, 3, 3]
+    return _model(chain, [helper.make_tensor_value_info("X", TensorProto.FLOAT, shape)],
+                  [helper.make_tensor_value_info("Y", TensorProto.FLOAT, shape)], inits, opset=9)

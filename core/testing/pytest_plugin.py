@@ -8,7 +8,8 @@
 ``cmpx_cli(*args, plugins=(), env=None)`` runs the real CLI in-process (its workers are real processes that
 see the same sys.path), loading ``plugins`` with ``-p``, and fails the test if a worker process or a shared-memory
 segment outlives it. ``cmpx_models`` writes small ONNX models into the test's tmp_path: ``conv()``,
-``matmul_chain(layers=3, size=8, perturb=None)``, ``dynamic_add()``, ``gather_model()``, ``unary(op)``.
+``matmul_chain(layers=3, size=8, perturb=None)``, ``dynamic_add()``, ``gather_model()``, ``unary(op)``,
+``two_faults(nodes=60, batchnorm_at=20, softmax_at=45)`` (nodes onnx.reference computes wrongly at opset 9).
 Nothing heavy is imported until a fixture is used.
 """
 

@@ -41,7 +41,8 @@ class Setup(TypedDict):
 
 
 class Load(TypedDict):
-    """Also the shape of ``describe``: a worker that described a model answers the same load without loading."""
+    """Also the shape of ``describe``: a worker that described a model answers the same load without loading. A
+    later load replaces the loaded model (its backend is closed first): --local-error runs subgraphs this way."""
 
     op: Literal["load", "describe"]
     id: int

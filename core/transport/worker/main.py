@@ -139,7 +139,10 @@ def _handle(state: _State, message: dict[str, Any]) -> dict[str, Any]:
         if op == "load":
             if state.loaded is not None and state.loaded[0] == _load_key(message):
                 seconds = state.loaded[1]
-            else:
+            else:  # a later load replaces the model (--local-error runs subgraphs in the same worker)
+                previous, state.backend, state.loaded = state.backend, None, None
+                if previous is not None:
+                    previous.close()
                 state.backend = state.new_backend(message)
                 seconds = time.perf_counter() - started
             return {"op": "ready", "id": request_id, "seconds": seconds,

@@ -26,9 +26,16 @@ class OpenvinoBackend(cmpx.Backend):
                 f"{device} has no {capability} support (it lists {', '.join(capabilities)}); choose another "
                 f"--openvino-precision")
         model = core.read_model(model_path)
+        wanted = [output.get_any_name() for output in model.outputs]
+        if self.marked:  # --mark-all / --onnx-outputs: OpenVINO keeps the ONNX tensor names; expose those it has
+            present = {name for op in model.get_ordered_ops() for port in op.outputs() for name in port.get_names()}
+            extra = [name for name in self.marked if name in present and name not in wanted]
+            if extra:
+                model.add_outputs(extra)
+            wanted += extra
         self.compiled = core.compile_model(model, device, {"INFERENCE_PRECISION_HINT": hint})
         self.request = self.compiled.create_infer_request()
-        self.output_names = [output.get_any_name() for output in self.compiled.outputs]
+        self.output_names = [_name(output, wanted) for output in self.compiled.outputs]
 
     def describe(self) -> tuple[list[cmpx.TensorSpec], list[cmpx.TensorSpec]]:
         """An OpenVINO IR (.xml) model's inputs and outputs; dynamic dimensions are None."""
@@ -41,6 +48,12 @@ class OpenvinoBackend(cmpx.Backend):
     def infer(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         results = self.request.infer(feeds)
         return {name: np.asarray(results[output]) for name, output in zip(self.output_names, self.compiled.outputs)}
+
+
+def _name(port, wanted: list[str]) -> str:
+    """The output's name: of a tensor with several names, the one the model (or the marking) asked for."""
+    names = port.get_names()
+    return next((name for name in wanted if name in names), port.get_any_name())
 
 
 def _spec(port) -> cmpx.TensorSpec:

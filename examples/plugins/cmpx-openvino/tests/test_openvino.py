@@ -90,3 +90,37 @@ def test_it_agrees_with_onnx_runtime_on_model_zoo_networks(cmpx_cli, model):
     result = cmpx_cli("run", ZOO / model, "--backend", "openvino", "--backend", "onnxrt", "--atol", "1e-4",
                       "--rtol", "1e-3")
     assert result.exit_code == 0, result.output
+
+
+def test_it_marks_tensors_like_onnx_runtime(cmpx_cli):
+    """Registered with supports_marking: every intermediate tensor of conv.onnx is compared, and agrees."""
+    result = cmpx_cli("run", EXAMPLES / "conv.onnx", "--backend", "openvino", "--backend", "onnxrt", "--mark-all",
+                      "--atol", "1e-5", "--rtol", "1e-4")
+    assert result.exit_code == 0, result.output
+    assert "1 marked tensor(s)" in result.output and "PASSED  conv" in result.output
+
+
+def _two_faults(tmp_path, **kwargs):
+    from cmpx.testing import models
+
+    return models.save(models.two_faults(**kwargs), tmp_path / "two_faults.onnx")
+
+
+def test_local_error_and_reduce_come_free_with_marking(cmpx_cli, tmp_path):
+    """A third-party backend that marks tensors gets --local-error and cmpx reduce through the public Backend API
+    alone: OpenVINO against onnx.reference on the chain whose BatchNormalization and Softmax the reference computes
+    wrongly at opset 9."""
+    import json
+
+    model = _two_faults(tmp_path, nodes=30, batchnorm_at=10, softmax_at=22)
+    report = tmp_path / "report.json"
+    local = cmpx_cli("run", model, "--backend", "openvino", "--backend", "onnxref", "--mark-all", "--local-error",
+                     "--report-json", report)
+    assert local.exit_code == 1, local.output
+    errors = json.loads(report.read_text())["pairs"][0]["local_errors"]
+    assert {e["node"] for e in errors[:2]} == {"node10_BatchNormalization", "node22_Softmax"}
+    assert all(e["passed"] for e in errors[2:])
+    reduced = cmpx_cli("reduce", model, "--backend", "openvino", "--backend", "onnxref", "-o", tmp_path / "r.onnx")
+    assert reduced.exit_code == 1, reduced.output
+    assert reduced.output.strip().splitlines()[-1].endswith("kept 1 of 30 node(s): node10_BatchNormalization "
+                                                            "(BatchNormalization)")

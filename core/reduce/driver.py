@@ -1,0 +1,307 @@
+"""``cmpx reduce``'s steps: check the options, run the whole model (its verdict decides what "fails" means),
+save the reference's values of every tensor, search (cmpx.reduce.search) with each candidate in fresh workers,
+write the smallest failing subgraph with its inputs and the reference's outputs, and check that the written run
+fails by itself.
+
+Exit codes: 1 a failing subgraph was written, 0 the whole model passes (or does not fail the way --fail-on asks),
+2 bad usage, 3 the backends cannot run the model at all (nothing to compare, no values to feed candidates, or a
+backend failure kept that shows as well on a node unlike those kept: the backend fails on any model).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from cmpx.errors import ExitCode, UsageError
+from cmpx.reduce.observe import FAIL_ON, Observation, Observer
+
+if TYPE_CHECKING:
+    from cmpx.plugins import PluginSet, PluginSettings
+    from cmpx.preflight import Preflight
+    from cmpx.reduce.candidates import Candidate, CandidateMaker
+    from cmpx.request import RunRequest
+
+# Options cmpx reduce sets itself on the runs it makes, or that name files one run would write.
+REFUSED = {"load_outputs": "the reference is a live backend", "save_outputs": "it writes the reference's outputs "
+           "beside -o", "save_inputs": "it writes the inputs beside -o", "mark_all": "it marks what it needs",
+           "onnx_outputs": "it marks what it needs", "onnx_exclude_outputs": "it marks what it needs",
+           "local_error": "run it on the reduced model", "report_json": "it runs many models",
+           "junit": "it runs many models", "report_html": "it runs many models", "log_file": "it runs many models",
+           "save_error_plots": "it runs many models", "save_transformed": "it runs many models"}
+
+
+FAILING = {"mismatch": "a mismatch", "crash": "a backend failing as on the full model", "any": "either"}
+
+
+@dataclass(frozen=True)
+class ReduceOptions:
+    request: RunRequest  # the run, as cmpx run would take it
+    output: str  # -o: the reduced model
+    fail_on: str | None = None  # mismatch, crash, any; None: what the whole model showed
+    verbose: bool = False  # each run's own report too
+
+
+def reduce_model(options: ReduceOptions, plugins: PluginSet, settings: PluginSettings,
+                 echo: Callable[[str], None]) -> ExitCode:
+    """Run the reduction, printing progress through ``echo``; return the exit code (module docstring)."""
+    from cmpx.preflight import preflight
+
+    request = options.request
+    checked = preflight(request, plugins, settings)
+    _check(options, checked)
+    started = time.monotonic()
+    names = [b.name for b in checked.backends]
+    echo(f"cmpx reduce | {request.model} | backends: {', '.join(names)} (reference {request.reference or names[-1]})"
+         f" | fail on: {options.fail_on or 'what the full model shows'}")
+    observer = Observer(plugins, settings, sum(1 for b in checked.backends if b.python is None))
+    try:
+        return _reduce(options, checked, observer, echo, started)
+    finally:
+        observer.close()
+
+
+def _reduce(options: ReduceOptions, checked: Preflight, observer: Observer, echo: Callable[[str], None],
+            started: float) -> ExitCode:
+    from cmpx.transport.runspace import RunSpace
+
+    request, fail_on = options.request, options.fail_on
+    inputs_run, outputs_run = _outputs(options.output)
+    whole = observer(request, echo if options.verbose else None)
+    for warning in whole.warnings:
+        echo(f"warning: {warning}")
+    if whole.error is not None:
+        raise UsageError(whole.error)
+    if whole.passed:
+        echo(f"full model: passed ({whole.seconds:.1f} s)")
+        echo("the full model passes: nothing to reduce (exit 0)")
+        return ExitCode.PASSED
+    fail_on = fail_on or ("any" if whole.mismatch and whole.failures else "crash" if whole.failures else "mismatch")
+    echo(f"full model: {whole.verdict()} ({whole.seconds:.1f} s) | failing means: "
+         f"{FAILING[fail_on]}{'' if options.fail_on else ' (what the full model showed)'}")
+    for message in whole.messages:
+        echo(f"  {message}")
+    cannot = [n for n, (phase, _) in whole.failures.items() if phase == "start"]
+    if cannot:
+        echo(f"cannot reduce: {', '.join(cannot)} could not start, on any model (exit 3)")
+        return ExitCode.BACKEND_FAILED
+    expected = dict(whole.failures)
+    if not whole.shows(fail_on, {}):
+        if fail_on == "crash":
+            echo("the full model fails by a mismatch, not a crash: nothing to reduce for --fail-on crash (exit 0)")
+            return ExitCode.PASSED
+        echo("the full model shows no mismatch: a backend failed and nothing was compared; --fail-on crash reduces "
+             "that (exit 3)")
+        return ExitCode.BACKEND_FAILED
+    space = RunSpace()
+    try:
+        maker = _values(request, checked, whole, space.scratch_directory(), observer, echo)
+        if maker is None:
+            return ExitCode.BACKEND_FAILED
+        words = dict(zip((b.name for b in checked.backends), request.backends))
+        return _search(options, maker, fail_on, expected, (inputs_run, outputs_run, words), observer, echo, started)
+    finally:
+        space.close()
+
+
+def _outputs(output: str) -> tuple[str, str]:
+    """Where the reduced model's inputs and reference outputs go: OUT.inputs and OUT.outputs beside it."""
+    stem = os.path.splitext(output)[0]
+    return stem + ".inputs", stem + ".outputs"
+
+
+def _check(options: ReduceOptions, checked: Preflight) -> None:
+    """Usage errors, before anything runs."""
+    from cmpx.comparison.pairing import check_reference
+    from cmpx.model.info import read_model
+    from cmpx.outputs import check_directory_output, check_file_output
+
+    request = options.request
+    for name, why in REFUSED.items():
+        if getattr(request, name):
+            raise UsageError(f"cmpx reduce does not take --{name.replace('_', '-')} ({why})")
+    if request.model is None:
+        raise UsageError("cmpx reduce needs a MODEL: cmpx reduce MODEL --backend A --backend B -o reduced.onnx")
+    if checked.model_format is not None:
+        raise UsageError(f"cmpx reduce cuts ONNX models, and {request.model} is a {checked.model_format} model")
+    read_model(request.model)  # missing, a directory, not ONNX: said now, not after the first run
+    if len(checked.backends) < 2:
+        raise UsageError("cmpx reduce compares backends: give at least two --backend")
+    check_reference(request.reference, [b.name for b in checked.backends])
+    _check_not_the_model(options.output, request.model)
+    if not any(b.spec.supports_marking for b in checked.backends):
+        raise UsageError("cmpx reduce feeds each candidate the values of its input tensors, which only a backend "
+                         "that marks tensors gives; none of these does (" +
+                         ", ".join(dict.fromkeys(b.spec.name for b in checked.backends)) + ")")
+    if options.fail_on is not None and options.fail_on not in FAIL_ON:
+        raise UsageError(f"--fail-on {options.fail_on}: choose {', '.join(FAIL_ON)}")
+    check_file_output("-o", options.output)
+    inputs_run, outputs_run = _outputs(options.output)
+    check_directory_output("-o (its inputs)", inputs_run, True)
+    check_directory_output("-o (its reference outputs)", outputs_run, True)
+
+
+def _check_not_the_model(output: str, model: str) -> None:
+    """-o (and the weights file it may write beside it) must not overwrite the model or the files it reads."""
+    import onnx
+
+    from cmpx.model.graph import model_directory
+
+    structure = onnx.load(model, load_external_data=False)
+    tensors = [*structure.graph.initializer, *(sparse.values for sparse in structure.graph.sparse_initializer)]
+    locations = {entry.value for tensor in tensors if tensor.data_location == onnx.TensorProto.EXTERNAL
+                 for entry in tensor.external_data if entry.key == "location"}
+    written = {os.path.realpath(output): "-o", os.path.realpath(output + ".data"): "-o's weights file (OUT.data)"}
+    for path in [model, *(os.path.join(model_directory(model), location) for location in sorted(locations))]:
+        what = written.get(os.path.realpath(path))
+        if what is not None:
+            raise UsageError(f"{what} would overwrite {path}, which the model being reduced reads; write the reduced "
+                             "model elsewhere")
+
+
+def _values(request: RunRequest, checked: Preflight, whole: Observation, scratch: str, observer: Observer,
+            echo: Callable[[str], None]) -> CandidateMaker | None:
+    """Run the backend whose values feed the candidates (the reference, else the first that ran the model and marks
+    tensors) with every tensor marked; the maker of candidates from its values."""
+    from cmpx.model.graph import load_structure
+    from cmpx.model.subgraph import index_graph
+    from cmpx.reduce.candidates import CandidateMaker, ReferenceValues, values_request
+    from cmpx.saved.cmpx_format import read_cmpx_run
+
+    words = dict(zip((b.name for b in checked.backends), request.backends))
+    order = [request.reference or checked.backends[-1].name] + [b.name for b in checked.backends]
+    marking = {b.name for b in checked.backends if b.spec.supports_marking}
+    usable = [name for name in dict.fromkeys(order) if name in marking and name not in whole.failures]
+    if not usable:
+        echo("cannot reduce: no backend that marks tensors ran the full model, so there are no values to feed "
+             "candidates with (exit 3)")
+        return None
+    backend = usable[0]
+    outputs, inputs = os.path.join(scratch, "values"), os.path.join(scratch, "values-inputs")
+    seen = observer(values_request(request, words[backend], outputs, inputs))
+    if seen.error is not None or seen.failures:
+        echo(f"cannot reduce: {backend} failed to compute every tensor of the model: {seen.error or seen.verdict()} "
+             "(exit 3)")
+        return None
+    saved = read_cmpx_run(outputs).sources
+    values = ReferenceValues(backend, read_cmpx_run(inputs).sources[0], saved[0])
+    echo(f"reference values: {len(values.names())} tensors (inputs included) of {values.iterations} iteration(s) "
+         f"from {backend} ({seen.seconds:.1f} s)")
+    model = request.model
+    if request.external_data_dir:  # candidates take their weights from beside the model they are cut from
+        from cmpx.model.external import external_data_view
+
+        model = external_data_view(model, request.external_data_dir, scratch, lambda text: echo(f"warning: {text}"))
+    index = index_graph(load_structure(model))
+    return CandidateMaker(index, model, values, scratch)
+
+
+def _search(options: ReduceOptions, maker: CandidateMaker, fail_on: str, expected: dict,
+            written: tuple[str, str, dict[str, str]], observer: Observer, echo: Callable[[str], None],
+            started: float) -> ExitCode:
+    """Search, then write the result and check it. ``written``: where its inputs and outputs go, and each
+    backend's word on the command line by its name."""
+    from cmpx.reduce.candidates import candidate_request
+    from cmpx.reduce.search import reduce_nodes
+
+    request = options.request
+    model_outputs = maker.index.graph_outputs
+    total = len(maker.index.nodes)
+    best = [list(range(total))]
+    count = [0]
+    crashed = [False]  # whether the smallest failing candidate so far failed by a backend failure, not a mismatch
+
+    def fails(window, step: str) -> bool:
+        count[0] += 1
+        candidate = maker.make(window, count[0])
+        seen = observer(candidate_request(request, candidate, model_outputs), echo if options.verbose else None)
+        removed = [n for n in best[0] if n not in candidate.nodes] if step == "linear" else []
+        what = f"without {', '.join(maker.index.node_label(n) for n in removed)}" if removed else \
+            maker.describe(candidate.nodes)
+        failed = seen.shows(fail_on, expected)
+        if failed:
+            best[0] = list(candidate.nodes)
+            crashed[0] = not (fail_on != "crash" and seen.mismatch)
+        echo(f"candidate {count[0]} ({step}): {what}: {seen.verdict()} ({seen.seconds:.1f} s) | nodes left: "
+             f"{len(best[0])}")
+        return failed
+
+    kept = maker.nodes(reduce_nodes(total, fails))
+    if crashed[0]:
+        checked = _fails_anywhere(options, maker, kept, count[0] + 1, expected, observer, echo)
+        if checked is not None:
+            count[0] += 1
+        if checked:
+            return ExitCode.BACKEND_FAILED
+    inputs_run, outputs_run, words = written
+    final = maker.make(kept, 0, options.output, inputs_run)
+    _write_outputs(maker, final, outputs_run)
+    echo(f"wrote {options.output}, its inputs {inputs_run} and {maker.values.backend}'s outputs {outputs_run}")
+    live = tuple(word for name, word in words.items() if name != maker.values.backend)
+    _verify(options, final, outputs_run, maker.values.backend, live, fail_on, expected, observer, echo)
+    echo(f"{count[0]} candidate(s) in {time.monotonic() - started:.1f} s; kept {len(kept)} of {total} node(s): "
+         + ", ".join(maker.index.node_label(n) for n in kept))
+    return ExitCode.MISMATCH
+
+
+def _fails_anywhere(options: ReduceOptions, maker: CandidateMaker, kept: list[int], number: int, expected: dict,
+                    observer: Observer, echo: Callable[[str], None]) -> bool | None:
+    """Whether a backend failure kept is the backend's on any model, not this part's (a backend that cannot run
+    here, such as TensorRT without a GPU, fails every candidate the same way, down to the first node): one more
+    candidate, a node of an op type none of the kept nodes has, that needs none of them. True: said, exit 3;
+    None: there is no such node, nothing ran."""
+    from cmpx.reduce.candidates import candidate_request
+
+    types = {maker.index.nodes[n].op_type for n in kept}
+    other = next((n for n, node in enumerate(maker.index.nodes) if node.op_type not in types
+                  and not set(maker.nodes([n])) & set(kept)), None)
+    if other is None:
+        return None
+    candidate = maker.make([other], number)
+    seen = observer(candidate_request(options.request, candidate, maker.index.graph_outputs),
+                    echo if options.verbose else None)
+    echo(f"candidate {number} (check): {maker.describe(candidate.nodes)}, unlike the node(s) kept: {seen.verdict()} "
+         f"({seen.seconds:.1f} s)")
+    if not seen.shows("crash", expected):
+        return False
+    echo(f"cannot reduce: {', '.join(sorted(seen.failures))} failed the same way on {maker.index.node_label(other)}"
+         " alone: it fails on any model, not because of a part of this one (exit 3)")
+    return True
+
+
+def _write_outputs(maker: CandidateMaker, candidate: Candidate, path: str) -> None:
+    """The values backend's values of the candidate's outputs, every iteration, as a cmpx saved run."""
+    from cmpx.saved.cmpx_format import RunWriter
+
+    writer = RunWriter(path, "outputs", candidate.model, "cmpx reduce")
+    try:
+        for iteration in range(maker.values.iterations):
+            outputs = [name for name in candidate.outputs if name in maker.known]
+            writer.add(maker.values.backend, iteration, maker.values.load(iteration, outputs), None)
+    finally:
+        writer.close()
+
+
+def _verify(options: ReduceOptions, candidate: Candidate, outputs_run: str, source: str, live: tuple[str, ...],
+            fail_on: str, expected: dict, observer: Observer, echo: Callable[[str], None]) -> None:
+    """Run what was written as a user would (the ``live`` backends against the saved reference outputs) and say
+    whether it fails by itself, with the command that does it."""
+    from cmpx.reduce.candidates import candidate_request
+
+    request = options.request
+    label = f"{source}@{os.path.splitext(os.path.basename(os.path.normpath(outputs_run)))[0]}"
+    check = replace(candidate_request(request, candidate, ()), backends=live, load_outputs=(outputs_run,),
+                    reference=label if len(live) > 1 else None)
+    command = " ".join(["cmpx run", candidate.model, *(f"--backend {word}" for word in live), "--load-inputs",
+                        candidate.inputs_run, "--load-outputs", outputs_run] +
+                       ([f"--reference {label}"] if len(live) > 1 else []))
+    seen = observer(check)
+    if seen.shows(fail_on, expected):
+        echo(f"reproduce (with this command's other options): {command}  -> {seen.verdict()}")
+    else:
+        echo(f"warning: against {source}'s saved outputs the written model does not fail ({seen.verdict()}), though "
+             f"it did with every backend live: compare them live on it (cmpx run {candidate.model} --backend ... "
+             f"--load-inputs {candidate.inputs_run}), or try: {command}")

@@ -1,0 +1,147 @@
+"""Run one model (the whole one, or a candidate) as ``cmpx run`` would, in fresh workers, and say how it failed:
+a mismatch, a backend failure (by backend, phase and kind: a crash is one more observation, not the end), both,
+or neither."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from cmpx.errors import BackendCrashed, BackendTimeout, CmpxError, RunInterrupted
+
+if TYPE_CHECKING:
+    from cmpx.errors import BackendFailed
+    from cmpx.plugins import PluginSet, PluginSettings
+    from cmpx.report import Report
+    from cmpx.request import RunRequest
+    from cmpx.transport.pool import WorkerPool
+
+FAIL_ON = ("mismatch", "crash", "any")
+
+
+@dataclass
+class Observation:
+    """What one run showed. ``failures``: backend -> (phase, kind), kind one of crash, timeout, error."""
+
+    mismatch: bool = False
+    failures: dict[str, tuple[str, str]] = field(default_factory=dict)
+    details: list[str] = field(default_factory=list)  # what failed, for the progress line
+    messages: list[str] = field(default_factory=list)  # each backend failure in full (its first line)
+    error: str | None = None  # the run could not be made (not an observation of the backends)
+    seconds: float = 0.0
+    report: Report | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return self.error is None and not self.mismatch and not self.failures
+
+    def shows(self, fail_on: str, expected: Mapping[str, tuple[str, str]]) -> bool:
+        """Whether this run fails the way ``fail_on`` asks. A crash counts when a backend fails in the same phase
+        and the same way as on the whole model (``expected``), or, if none failed there, when any backend fails
+        after it started."""
+        crashed = any(expected.get(name) == how for name, how in self.failures.items()) if expected else \
+            any(phase != "start" for phase, _ in self.failures.values())
+        return {"mismatch": self.mismatch, "crash": crashed, "any": self.mismatch or crashed}[fail_on]
+
+    def verdict(self) -> str:
+        if self.error is not None:
+            return f"could not run ({self.error})"
+        if self.passed:
+            return "passed"
+        kinds = ([] if not self.mismatch else ["mismatch"]) + sorted({kind for _, kind in self.failures.values()})
+        return f"FAILED ({', '.join(kinds)}: {'; '.join(self.details)})"
+
+
+def failure_kind(error: BackendFailed) -> str:
+    if isinstance(error, BackendCrashed):
+        return "crash"
+    if isinstance(error, BackendTimeout):
+        return "timeout"
+    return "error"
+
+
+class Observer:
+    """Runs one model after another, each in a Session of its own with fresh workers. The workers of the next run
+    are spawned while the current one runs (a fresh interpreter takes a while to start; it is told its backend only
+    when its run begins), so no worker ever serves two runs. ``close`` stops the spares left."""
+
+    def __init__(self, plugins: PluginSet, settings: PluginSettings, spares: int):
+        self.plugins = plugins
+        self.settings = settings
+        self.spares = spares
+        self._next: WorkerPool | None = None
+
+    def __call__(self, request: RunRequest, echo: Callable[[str], None] | None = None) -> Observation:
+        from cmpx.transport.pool import WorkerPool
+
+        pool, self._next = self._next, None
+        try:
+            self._next = WorkerPool(self.spares)
+            return observe(request, self.plugins, self.settings, echo, pool)
+        finally:
+            if pool is not None:
+                pool.release()
+
+    def close(self) -> None:
+        pool, self._next = self._next, None
+        if pool is not None:
+            pool.release()
+
+
+def observe(request: RunRequest, plugins: PluginSet, settings: PluginSettings,
+            echo: Callable[[str], None] | None = None, pool: WorkerPool | None = None) -> Observation:
+    """Run ``request`` in a Session of its own (fresh workers, from ``pool`` if given) and classify the outcome.
+    ``echo`` receives the run's text report (``cmpx reduce -v``)."""
+    from cmpx.session import Session
+
+    started = time.monotonic()
+    observation = Observation()
+    reporter_for = None
+    if echo is not None:
+        from cmpx.reports.text import TextReporter
+
+        def reporter_for(plan):
+            return TextReporter(plan, echo)
+    try:
+        with Session(request, plugins, settings, reporter_for=reporter_for, warn=observation.warnings.append,
+                     pool=pool) as session:
+            report = session.run()
+    except RunInterrupted:
+        raise
+    except CmpxError as exc:
+        observation.error = str(exc)
+        observation.seconds = time.monotonic() - started
+        return observation
+    observation.seconds = time.monotonic() - started
+    observation.report = report
+    _classify(observation, report)
+    return observation
+
+
+def _classify(observation: Observation, report: Report) -> None:
+    for name, error in report.failures.items():
+        kind = failure_kind(error)
+        observation.failures[name] = (error.phase, kind)
+        what = f"signal {error.signal_name}" if isinstance(error, BackendCrashed) and error.signal_name else kind
+        observation.details.append(f"{name} {what} during {error.phase}")
+        observation.messages.append(str(error).strip().splitlines()[0] if str(error).strip() else what)
+    failing = [t for t in report.tallies if not t.passed]
+    if failing or report.non_finite or (not report.tallies and not report.failures):
+        observation.mismatch = True
+    for tally in failing:
+        outputs = _failing_outputs(report, tally.backend, tally.reference)
+        shown = ", ".join(outputs[:3]) + (f" and {len(outputs) - 3} more" if len(outputs) > 3 else "")
+        observation.details.append(f"{tally.backend} vs {tally.reference}: {shown or 'nothing compared'}")
+    if report.non_finite:
+        observation.details.append(f"NaN or Inf in {report.non_finite[0].backend} {report.non_finite[0].output}")
+
+
+def _failing_outputs(report: Report, backend: str, reference: str) -> list[str]:
+    names: dict[str, Any] = {}
+    for pair in report.pairs:
+        if (pair.backend, pair.reference) == (backend, reference):
+            names.update(dict.fromkeys(o.output for o in pair.outputs if not o.passed))
+    return list(names)

@@ -1,0 +1,231 @@
+"""cmpx reduce through the real CLI, real workers and real backends: what it keeps, what it writes, and that what it
+writes fails by itself."""
+
+import math
+import re
+from pathlib import Path
+
+import onnx
+import pytest
+
+from cmpx.testing import models as modelgen
+
+MODELS = Path(__file__).resolve().parent / "models"
+
+
+def _kept(path):
+    return [node.name for node in onnx.load(str(path)).graph.node]
+
+
+def _candidates(output):
+    return [line for line in output.splitlines() if line.startswith("candidate ")]
+
+
+def test_the_two_fault_chain_reduces_to_one_node_that_still_fails(run_cli, tmp_path):
+    model = modelgen.save(modelgen.two_faults(), tmp_path / "two_faults.onnx")
+    out = tmp_path / "reduced.onnx"
+    result = run_cli("reduce", model, "--backend", "onnxrt", "--backend", "onnxref", "-o", out)
+    assert result.exit_code == 1, result.output
+    assert result.output.strip().splitlines()[-1].endswith(
+        "kept 1 of 60 node(s): node20_BatchNormalization (BatchNormalization)")
+    lines = _candidates(result.output)
+    assert 0 < len(lines) <= 2 * math.ceil(math.log2(60))
+    assert all(re.search(r"\((end|start|linear)\): .*: (passed|FAILED \(mismatch: .*\)) \(\d+\.\d s\) \| nodes left: "
+                         r"\d+$", line) for line in lines), lines
+    assert "reproduce (with this command's other options): cmpx run" in result.output
+    assert _kept(out) == ["node20_BatchNormalization"]
+    inputs, outputs = tmp_path / "reduced.inputs", tmp_path / "reduced.outputs"
+    again = run_cli("run", out, "--backend", "onnxrt", "--load-inputs", inputs, "--load-outputs", outputs)
+    assert again.exit_code == 1, again.output
+    assert "FAILED  t20" in again.output and "onnxrt vs onnxref@reduced" in again.output
+    # the reference computes the node as it did inside the model: the written run pins the disagreement down
+    reference = run_cli("run", out, "--backend", "onnxref", "--load-inputs", inputs, "--load-outputs", outputs)
+    assert reference.exit_code == 0, reference.output
+
+
+def test_a_crash_on_one_op_type_reduces_to_that_node(run_cli, tmp_path):
+    model = modelgen.save(modelgen.two_faults(24, batchnorm_at=None, softmax_at=13), tmp_path / "chain.onnx")
+    out = tmp_path / "crash.onnx"
+    result = run_cli("reduce", model, "--backend", "crashing", "--crashing-op", "Softmax", "--backend", "onnxrt",
+                     "--fail-on", "crash", "-o", out, plugins=["cmpx_test_crashing"])
+    assert result.exit_code == 1, result.output
+    assert "full model: FAILED (crash: crashing signal SIGSEGV during infer)" in result.output
+    assert result.output.strip().splitlines()[-1].endswith("kept 1 of 24 node(s): node13_Softmax (Softmax)")
+    assert any("passed" in line for line in _candidates(result.output))  # the candidates without it
+    # the crash is the Softmax's, not the backend's on any model: a node unlike it passes
+    assert "(check): 1 node: node0_Add (Add), unlike the node(s) kept: passed" in result.output
+    assert _kept(out) == ["node13_Softmax"]
+    again = run_cli("run", out, "--backend", "crashing", "--load-inputs", tmp_path / "crash.inputs",
+                    plugins=["cmpx_test_crashing"])
+    assert again.exit_code == 3 and "SIGSEGV" in again.output
+
+
+def test_a_full_model_that_shows_both_a_crash_and_a_mismatch_fails_on_either(run_cli, tmp_path):
+    """Three backends: one crashes on the Softmax (node 13), the other two disagree from the BatchNormalization
+    (node 5) on. Failing means either, by default; the first failing part is the BatchNormalization's mismatch."""
+    model = modelgen.save(modelgen.two_faults(16, batchnorm_at=5, softmax_at=13), tmp_path / "chain.onnx")
+    out = tmp_path / "r.onnx"
+    result = run_cli("reduce", model, "--backend", "crashing", "--crashing-op", "Softmax", "--backend", "onnxrt",
+                     "--backend", "onnxref", "-o", out, plugins=["cmpx_test_crashing"])
+    assert result.exit_code == 1, result.output
+    assert "| failing means: either (what the full model showed)" in result.output
+    assert result.output.strip().splitlines()[-1].endswith("kept 1 of 16 node(s): node5_BatchNormalization "
+                                                            "(BatchNormalization)")
+    assert "(check)" not in result.output  # what is kept fails by a mismatch: no backend failure to check
+
+
+def test_a_backend_that_fails_on_any_model_is_not_reduced_to_the_first_node(run_cli, tmp_path):
+    """A backend that cannot run here (as TensorRT without a GPU) fails every candidate the same way, down to the
+    first node: one more candidate, a node unlike it, fails too, so nothing is written and the exit is 3."""
+    model = modelgen.save(modelgen.two_faults(12, batchnorm_at=None, softmax_at=None), tmp_path / "chain.onnx")
+    out = tmp_path / "r.onnx"
+    result = run_cli("reduce", model, "--backend", "faulty", "--faulty-fault", "load:raise", "--backend", "onnxrt",
+                     "-o", out, plugins=["cmpx_test_faulty"])
+    assert result.exit_code == 3, result.output
+    assert "candidate 5 (check): 1 node: node1_Mul (Mul), unlike the node(s) kept: FAILED (error" in result.output
+    assert result.output.strip().splitlines()[-1] == (
+        "cannot reduce: faulty failed the same way on node1_Mul (Mul) alone: it fails on any model, not because of "
+        "a part of this one (exit 3)")
+    assert not out.exists() and not (tmp_path / "r.inputs").exists()
+
+
+def test_an_fp16_failure_of_a_real_network(run_cli, tmp_path):
+    """fp16 against fp32 on the first stages of an exported RegNet: the subgraph kept fails in fp16 by itself,
+    and the same subgraph in fp32 matches the reference's saved outputs: the error is fp16's."""
+    out = tmp_path / "fp16.onnx"
+    tolerances = ("--atol", "1e-3", "--rtol", "1e-3")
+    result = run_cli("reduce", MODELS / "regnet_stages12.onnx", "--backend", "onnxrt:fp16", "--backend", "onnxrt",
+                     "--input-shapes", "input:[1,3,32,32]", *tolerances, "-o", out)
+    assert result.exit_code == 1, result.output
+    kept = _kept(out)
+    assert 1 <= len(kept) < 37
+    assert result.output.strip().splitlines()[-1].startswith(f"{len(_candidates(result.output))} candidate(s) in")
+    written = ("--load-inputs", tmp_path / "fp16.inputs", "--load-outputs", tmp_path / "fp16.outputs", *tolerances)
+    fp16 = run_cli("run", out, "--backend", "onnxrt:fp16", *written)
+    assert fp16.exit_code == 1, fp16.output
+    fp32 = run_cli("run", out, "--backend", "onnxrt", *written)
+    assert fp32.exit_code == 0, fp32.output
+
+
+def test_external_weights_are_read_where_they_are_and_the_result_stands_alone(run_cli, tmp_path):
+    """A model whose weights live in an external file (as models over 2 GB must), reduced into another directory:
+    the written model carries the weights its node uses, runs from there, and the source's weights are untouched."""
+    source = tmp_path / "source"
+    source.mkdir()
+    model = modelgen.save_with_external_data(modelgen.two_faults(24, batchnorm_at=9, softmax_at=None), source)
+    weights = (source / "weights.bin").read_bytes()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    result = run_cli("reduce", model, "--backend", "onnxrt", "--backend", "onnxref", "-o", elsewhere / "r.onnx")
+    assert result.exit_code == 1, result.output
+    assert result.output.strip().splitlines()[-1].endswith("kept 1 of 24 node(s): node9_BatchNormalization "
+                                                            "(BatchNormalization)")
+    assert (source / "weights.bin").read_bytes() == weights
+    written = onnx.load(str(elsewhere / "r.onnx"), load_external_data=False)
+    assert {w.name for w in written.graph.initializer} == {"bn_scale", "bn_bias", "bn_mean", "bn_var"}
+    assert all(w.data_location == onnx.TensorProto.DEFAULT for w in written.graph.initializer)
+    again = run_cli("run", elsewhere / "r.onnx", "--backend", "onnxrt", "--load-inputs", elsewhere / "r.inputs",
+                    "--load-outputs", elsewhere / "r.outputs")
+    assert again.exit_code == 1 and "FAILED  t9" in again.output, again.output
+
+
+def test_a_model_that_passes_has_nothing_to_reduce(run_cli, cmpx_models, tmp_path):
+    out = tmp_path / "reduced.onnx"
+    result = run_cli("reduce", cmpx_models.matmul_chain(layers=3), "--backend", "onnxrt", "--backend", "onnxref",
+                     "-o", out)
+    assert result.exit_code == 0, result.output
+    assert "the full model passes: nothing to reduce" in result.output
+    assert not out.exists() and not (tmp_path / "reduced.inputs").exists()
+
+
+def test_backends_that_cannot_run_the_model_at_all(run_cli, tmp_path):
+    model = modelgen.save(modelgen.two_faults(8, batchnorm_at=None, softmax_at=None), tmp_path / "chain.onnx")
+    both = run_cli("reduce", model, "--backend", "crashing", "--crashing-op", "Add", "--backend", "faulty",
+                   "--faulty-fault", "infer:segfault", "-o", tmp_path / "r.onnx",
+                   plugins=["cmpx_test_crashing", "cmpx_test_faulty"])
+    assert both.exit_code == 3, both.output
+    assert "no backend that marks tensors ran the full model" in both.output
+    # why each backend failed on the full model, in full, before the verdict on the reduction
+    assert "  faulty failed during infer: " in both.output and "  crashing failed during infer: " in both.output
+    mismatch = run_cli("reduce", model, "--backend", "crashing", "--crashing-op", "Add", "--backend", "onnxrt",
+                       "--fail-on", "mismatch", "-o", tmp_path / "r.onnx", plugins=["cmpx_test_crashing"])
+    assert mismatch.exit_code == 3, mismatch.output
+    assert "the full model shows no mismatch" in mismatch.output
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--backend", "onnxrt", "--backend", "onnxref", "--save-outputs", "x"), "does not take --save-outputs"),
+    (("--backend", "onnxrt", "--backend", "onnxref", "--mark-all"), "does not take --mark-all"),
+    (("--backend", "onnxrt"), "give at least two --backend"),
+    (("--backend", "onnxrt", "--backend", "onnxref", "--atol", "nope"), "--atol"),
+])
+def test_bad_usage_is_refused_before_anything_runs(run_cli, cmpx_models, tmp_path, args, message):
+    result = run_cli("reduce", cmpx_models.conv(), *args, "-o", tmp_path / "r.onnx")
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert "full model" not in result.output
+
+
+def test_it_will_not_overwrite_the_model_or_its_weights(run_cli, tmp_path):
+    """-o the model itself (by another spelling), its weights file, or a path whose OUT.data (where weights over
+    1 GiB go) is its weights file."""
+    model = str(tmp_path / "model.onnx")
+    onnx.save(modelgen.two_faults(8, batchnorm_at=3, softmax_at=None), model, save_as_external_data=True,
+              location="r.onnx.data", size_threshold=0)
+    before = (Path(model).read_bytes(), (tmp_path / "r.onnx.data").read_bytes())
+    for out in (tmp_path / "." / "model.onnx", tmp_path / "r.onnx.data", tmp_path / "r.onnx"):
+        result = run_cli("reduce", model, "--backend", "onnxrt", "--backend", "onnxref", "-o", out)
+        assert result.exit_code == 2, result.output
+        assert result.output.startswith("Error: ") and len(result.output.strip().splitlines()) == 1, result.output
+        assert "which the model being reduced reads; write the reduced model elsewhere" in result.output
+    assert (Path(model).read_bytes(), (tmp_path / "r.onnx.data").read_bytes()) == before
+
+
+def test_a_missing_model_or_reference_is_one_line_before_anything_runs(run_cli, tmp_path):
+    for args in (("nope.onnx", "--backend", "onnxrt", "--backend", "onnxref"),
+                 (modelgen.save(modelgen.two_faults(4, None, None), tmp_path / "m.onnx"), "--backend", "onnxrt",
+                  "--backend", "onnxref", "--reference", "nobody")):
+        result = run_cli("reduce", *args, "-o", tmp_path / "r.onnx")
+        assert result.exit_code == 2, result.output
+        assert len(result.output.strip().splitlines()) == 1, result.output
+        assert "model file not found" in result.output or "--reference 'nobody'" in result.output
+
+
+def test_it_will_not_write_into_a_run_already_there(run_cli, cmpx_models, tmp_path):
+    (tmp_path / "r.inputs").mkdir()
+    (tmp_path / "r.inputs" / "keep.txt").write_text("mine")
+    result = run_cli("reduce", cmpx_models.conv(), "--backend", "onnxrt", "--backend", "onnxref", "-o",
+                     tmp_path / "r.onnx")
+    assert result.exit_code == 2, result.output
+    assert "r.inputs" in result.output
+
+
+def test_help_names_its_options_and_takes_the_run_options(run_cli):
+    result = run_cli("reduce", "--help")
+    assert result.exit_code == 0
+    assert "--fail-on [mismatch|crash|any]" in result.output and "-o, --output" in result.output
+    assert "Every option of 'cmpx run'" in result.output
+
+
+def test_weights_in_another_directory_with_external_data_dir(run_cli, tmp_path):
+    """--external-data-dir (weights not beside the model): reduce cuts candidates with those weights, and
+    --local-error runs its subgraphs with them; neither needs the option on the reduced model."""
+    source = tmp_path / "source"
+    source.mkdir()
+    model = Path(modelgen.save_with_external_data(modelgen.two_faults(24, batchnorm_at=9, softmax_at=None), source))
+    weights = tmp_path / "weights"
+    weights.mkdir()
+    (source / "weights.bin").rename(weights / "weights.bin")
+    result = run_cli("reduce", model, "--backend", "onnxrt", "--backend", "onnxref", "--external-data-dir", weights,
+                     "-o", tmp_path / "r.onnx")
+    assert result.exit_code == 1, result.output
+    assert result.output.strip().splitlines()[-1].endswith("kept 1 of 24 node(s): node9_BatchNormalization "
+                                                            "(BatchNormalization)")
+    again = run_cli("run", tmp_path / "r.onnx", "--backend", "onnxrt", "--load-inputs", tmp_path / "r.inputs",
+                    "--load-outputs", tmp_path / "r.outputs")
+    assert again.exit_code == 1 and "FAILED  t9" in again.output, again.output
+    local = run_cli("run", model, "--backend", "onnxrt", "--backend", "onnxref", "--external-data-dir", weights,
+                    "--mark-all", "--local-error")
+    assert local.exit_code == 1, local.output
+    assert "1 of 24 node output(s) fail on their own" in local.output, local.output
+    assert "  FAILED  t9 (node9_BatchNormalization, BatchNormalization): max abs " in local.output
