@@ -3,6 +3,7 @@ coordinator executes. Raises UsageError (or ModelError) for anything wrong, nami
 
 from __future__ import annotations
 
+import fnmatch
 import itertools
 import os
 import traceback
@@ -10,9 +11,9 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from cmpx.argtypes import check_names
+from cmpx.argtypes import ValueRange, check_names
 from cmpx.comparison.pairing import check_reference, instance_names
-from cmpx.errors import BackendFailed, CmpxError, RemoteTraceback, UsageError, bounded
+from cmpx.errors import BackendFailed, CmpxError, ModelError, RemoteTraceback, UsageError, bounded
 from cmpx.loaders.feeds import fit_feeds
 from cmpx.loaders.options import DataOptions
 from cmpx.model.info import ModelInfo, TensorSpec, read_model
@@ -43,7 +44,7 @@ def build_plan(checked: Preflight, warn: Callable[[str], None], scratch: str | N
         raise UsageError(f"cmpx run needs a --backend to run, or at least two saved runs to compare (got "
                          f"{len(names)}); available backends: {', '.join(plugins.backends.names())}")
     check_reference(request.reference, names)
-    graph, mark = _marking(request, model, bool(saved) and checked.model_format is None)
+    graph, mark, excluded = _marking(request, model, bool(saved) and checked.model_format is None)
     _warn_about_marking(backends, mark, warn)
     output_names = ([s.name for s in model.outputs] + list(mark)) if model else _saved_output_names(saved)
     what = ("model outputs" + (" and marked tensors" if mark else "")) if model else "saved outputs"
@@ -53,13 +54,20 @@ def build_plan(checked: Preflight, warn: Callable[[str], None], scratch: str | N
         check_names("--output-map", checked.output_map, output_names, what)
         check_names("--postprocess", checked.postprocess.by_output, output_names, what)
 
-    feeds, inputs, iterations, dropped = None, (), None, []
+    feeds, inputs, iterations, dropped, ranges = None, (), None, [], []
     if model is not None and backends:
         check_names("--val-range", checked.ranges, [spec.name for spec in model.inputs], "model inputs")
         generates = checked.loader.generates
-        inputs = resolve_input_shapes(model.inputs, checked.shapes, warn, fill_dynamic=generates)
+        inputs = resolve_input_shapes(model.inputs, checked.shapes, warn, fill_dynamic=generates, dims=checked.dims)
+        if generates:
+            from cmpx.loaders.synthetic import DEFAULT_INT_RANGE
+            from cmpx.model.value_ranges import data_ranges
+
+            ranges = data_ranges(model.path, model.inputs, checked.default_range, checked.ranges,
+                                 DEFAULT_INT_RANGE)
         options = DataOptions(request.seed, request.iterations, checked.default_range, checked.ranges,
-                              tuple(request.load_inputs), request.data_loader_script)
+                              tuple(request.load_inputs), request.data_loader_script,
+                              {r.input: ValueRange(r.low, r.high) for r in ranges})
         loader = checked.loader
         feeds = _peeked(_fitted(loader.factory(options).feeds(inputs), inputs, loader.name, warn))
         iterations = (request.iterations or 1) if generates else request.iterations
@@ -68,7 +76,7 @@ def build_plan(checked: Preflight, warn: Callable[[str], None], scratch: str | N
             fresh = loader.factory(replace(options, iterations=count)).feeds(inputs)
             return _fitted(itertools.islice(fresh, count), inputs, loader.name, warn)
 
-        backends, dropped = _transformed(checked, model, backends, calibration, scratch, warn)
+        backends, dropped = _transformed(checked, model, backends, calibration, scratch, warn, mark)
     elif saved:
         iterations = min(len(b.source) for b in saved)
         if request.iterations:
@@ -87,7 +95,8 @@ def build_plan(checked: Preflight, warn: Callable[[str], None], scratch: str | N
                    checked.settings, validate=request.validate, saved_backends=saved,
                    save_inputs=request.save_inputs, save_outputs=request.save_outputs, iterations=iterations,
                    mark=mark, graph=graph, show_unmatched=request.show_unmatched, dropped=dropped,
-                   output_map=checked.output_map, postprocess=checked.postprocess)
+                   output_map=checked.output_map, postprocess=checked.postprocess, data_ranges=ranges,
+                   excluded=excluded)
     return plan, feeds
 
 
@@ -102,36 +111,48 @@ def _warn_about_marking(backends: Sequence[BackendPlan], mark: Sequence[str], wa
              "only the model's outputs are compared")
 
 
-def _marking(request: RunRequest, model: ModelInfo | None, has_saved: bool) -> tuple[Any, list[str]]:
-    """The model's tensor graph (for the first divergence) and the intermediate tensors to mark."""
+def _marking(request: RunRequest, model: ModelInfo | None, has_saved: bool
+             ) -> tuple[Any, list[str], frozenset[str]]:
+    """The model's tensor graph (for the first divergence), the intermediate tensors to mark, and the model
+    outputs left out (--onnx-exclude-outputs naming an output: a sequence no backend compares, say)."""
     wants_marks = bool(request.onnx_outputs or request.mark_all)
-    if request.onnx_exclude_outputs and not wants_marks:
-        raise UsageError("--onnx-exclude-outputs needs --onnx-outputs or --mark-all")
     if model is None:
-        if wants_marks:
+        if wants_marks or request.onnx_exclude_outputs:
             raise UsageError("marking tensors needs a MODEL: cmpx run MODEL --backend ... --mark-all")
-        return None, []
+        return None, [], frozenset()
+    from cmpx.model.marking import excluded_outputs, expand_words, is_pattern, select_tensors
+
+    exclude = expand_words("--onnx-exclude-outputs", request.onnx_exclude_outputs)
+    outputs = [spec.name for spec in model.outputs] + [name for name, _ in model.unsupported]
+    excluded, exclude = excluded_outputs(exclude, outputs, marking=wants_marks)
+    for name, why in model.unsupported:
+        if name not in excluded:
+            raise ModelError(f"output {name!r} of {model.path} {why}; leave it out with --onnx-exclude-outputs "
+                             f"{name}")
+    if not set(outputs) - excluded:
+        raise UsageError("--onnx-exclude-outputs leaves out every output of the model; nothing would be compared")
     if not (wants_marks or has_saved):
-        return None, []
+        return None, [], excluded
     from cmpx.model.graph import load_structure, tensor_graph
-    from cmpx.model.marking import expand_words, select_tensors
 
     graph = tensor_graph(load_structure(model.path))
     if not wants_marks:
-        return graph, []
+        return graph, [], excluded
     words = expand_words("--onnx-outputs", request.onnx_outputs) + (["*"] if request.mark_all else [])
-    exclude = expand_words("--onnx-exclude-outputs", request.onnx_exclude_outputs)
-    outputs = {spec.name for spec in model.outputs}
-    selected = select_tensors("--onnx-outputs", words, exclude, graph.markable(),
+    markable = graph.markable()
+    exclude = [word for word in exclude if not is_pattern(word) or fnmatch.filter(markable, word)
+               or not fnmatch.filter(outputs, word)]  # a pattern that only matched outputs has done its job
+    selected = select_tensors("--onnx-outputs", words, exclude, markable,
                               hint=f"list them with: cmpx tensors {model.path}")
-    return graph, [name for name in selected if name not in outputs]
+    return graph, [name for name in selected if name not in outputs], excluded
 
 
 def _transformed(checked: Preflight, model: ModelInfo, backends: Sequence[BackendPlan], calibration: Any,
-                 scratch: str | None, warn: Callable[[str], None]
+                 scratch: str | None, warn: Callable[[str], None], mark: Sequence[str]
                  ) -> tuple[list[BackendPlan], list[tuple[BackendPlan, BackendFailed]]]:
     """Make each transformed model once and point the backends that run it at it. A transform that fails on the
-    model fails the backends that would run it (returned apart, with their errors), not the whole run."""
+    model fails the backends that would run it (returned apart, with their errors), not the whole run. Marked
+    tensors that a transformed graph no longer computes (fused away) are noted on its backends."""
     from cmpx.transforms.options import TransformOptions
 
     request = checked.request
@@ -141,7 +162,7 @@ def _transformed(checked: Preflight, model: ModelInfo, backends: Sequence[Backen
     directory = request.save_transformed or scratch
     if directory is None:
         raise UsageError("transformed models need a directory: give --save-transformed DIR")
-    from cmpx.model.graph import check_external_data
+    from cmpx.model.graph import check_external_data, produced
 
     check_external_data(model.path)
     os.makedirs(directory, exist_ok=True)
@@ -160,7 +181,12 @@ def _transformed(checked: Preflight, model: ModelInfo, backends: Sequence[Backen
             continue
         if getattr(transform, "calibrated_from_cache", False):
             warn(f"{name}: calibrated ranges read from {request.calibration_cache} (delete it to recalibrate)")
-        made[name] = (path, getattr(transform, "suggested_tolerance", None))
+        absent = frozenset()
+        if mark:
+            import onnx
+
+            absent = frozenset(mark) - produced(onnx.load(path, load_external_data=False))
+        made[name] = (path, absent)
     runnable, dropped = [], []
     for backend in backends:
         if backend.transform in failed:
@@ -170,7 +196,7 @@ def _transformed(checked: Preflight, model: ModelInfo, backends: Sequence[Backen
             dropped.append((backend, error))
         elif backend.transform:
             runnable.append(replace(backend, model_path=made[backend.transform][0],
-                                    suggested_tolerance=made[backend.transform][1]))
+                                    absent_marks=made[backend.transform][1]))
         else:
             runnable.append(backend)
     return runnable, dropped

@@ -36,6 +36,11 @@ def per_output_value(word: str) -> bool:
     return ":" in word or is_number(word)
 
 
+def _shape_word(word: str) -> bool:
+    """A word that can follow ``--input-shapes X:[1,3]``: another NAME:[...] or DIMENSION=SIZE."""
+    return (":" in word and "[" in word) or ("=" in word and not word.startswith("-"))
+
+
 def not_a_model(word: str) -> bool:
     return not word.lower().endswith(MODEL_SUFFIXES)
 
@@ -79,8 +84,10 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
     _option("seed", INT, DATA, "seed of the synthetic data; iteration i uses seed + i"),
     _option("iterations", INT, DATA, "number of input sets to run and compare [default: 1 for synthetic data, all "
             "of loaded or scripted data]"),
-    _option("input_shapes", WORDS, DATA, "shapes for inputs with dynamic dimensions, e.g. X:[1,3,224,224] Y:[1,10]",
-            metavar="NAME:[D0,D1,...]", accepts=lambda w: ":" in w and "[" in w, python="shapes"),
+    _option("input_shapes", WORDS, DATA, "shapes for inputs with dynamic dimensions, e.g. X:[1,3,224,224] Y:[1,10]; "
+            "DIMENSION=SIZE sets a named dimension in every input that has it, e.g. batch=4 sequence=128 (a size "
+            "given through one input's shape also applies to the others that share its dimension names)",
+            metavar="NAME:[D0,D1,...] | DIMENSION=SIZE", accepts=_shape_word, python="shapes"),
     _option("val_range", WORDS, DATA, "range of synthetic values [default: floats [0,1), integers [0,9] "
             "inclusive]", metavar="[LO,HI] | NAME:[LO,HI]", accepts=lambda w: "[" in w, python="ranges"),
     _option("data_loader", TEXT, DATA, "where inputs come from (a registered data loader) [default: synthetic]",

@@ -7,6 +7,7 @@ import onnx
 from onnx.reference import ReferenceEvaluator
 
 from cmpx import Backend
+from cmpx_onnxref.ml_ops import NEW_OPS
 
 
 class OnnxrefBackend(Backend):
@@ -19,7 +20,7 @@ class OnnxrefBackend(Backend):
             onnx.load_external_data_for_model(model, model_directory(model_path))
         if self.options.get("opset") is not None:
             model = _converted(onnx.load(model) if isinstance(model, str) else model, int(self.options["opset"]))
-        self.evaluator = ReferenceEvaluator(model)
+        self.evaluator = ReferenceEvaluator(model, new_ops=NEW_OPS)
         self.output_names = list(self.evaluator.output_names)
 
     def infer(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -82,20 +82,27 @@ def tensor_graph(model) -> TensorGraph:
 
 
 def expose(model, names: Iterable[str]):
-    """Add ``names`` as graph outputs where ``model`` computes them with a known type (a transformed graph may
-    lack some); returns the same ModelProto. Tensors left out are simply absent from the backend's results."""
+    """Add ``names`` as graph outputs where a node of ``model`` computes them with a known type (a transformed
+    graph may lack some: a quantizer fuses Conv and Relu, yet keeps the old tensors' types in value_info); returns
+    the same ModelProto. Tensors left out are simply absent from the backend's results."""
     from onnx import helper
 
     graph = model.graph
     existing = {o.name for o in graph.output}
     typed = {value.name: value for value in graph.value_info}
+    computed = produced(model)
     for name in names:
         value = typed.get(name)
-        if name in existing or value is None:
+        if name in existing or value is None or name not in computed:
             continue
         graph.output.append(helper.make_value_info(name, value.type))
         existing.add(name)
     return model
+
+
+def produced(model) -> set[str]:
+    """The names of the tensors the main graph's nodes compute."""
+    return {name for node in model.graph.node for name in node.output if name}
 
 
 def check_external_data(model_path: str) -> None:

@@ -50,6 +50,25 @@ def select_tensors(option: str, words: Sequence[str], exclude: Sequence[str], ma
     return [name for name in markable if name in wanted]
 
 
+def excluded_outputs(words: Sequence[str], outputs: Sequence[str], marking: bool
+                     ) -> tuple[frozenset[str], list[str]]:
+    """--onnx-exclude-outputs: the model outputs its words leave out, and the words left for marked tensors.
+
+    A word naming a model output (or a pattern matching some) leaves those outputs out of the comparison. Without
+    marking (``marking`` False) every word must name or match model outputs."""
+    excluded: set[str] = set()
+    rest = []
+    for word in words:
+        found = fnmatch.filter(outputs, word) if is_pattern(word) else [word] if word in outputs else []
+        excluded.update(found)
+        if not marking and not found:
+            raise UsageError(f"--onnx-exclude-outputs {word}: without --onnx-outputs or --mark-all it leaves out "
+                             f"model outputs only, and {word!r} is not one (the outputs: {', '.join(outputs)})")
+        if not found or is_pattern(word):
+            rest.append(word)
+    return frozenset(excluded), rest
+
+
 def _match(option: str, word: str, markable: Sequence[str], hint: str) -> list[str]:
     if is_pattern(word):
         found = fnmatch.filter(markable, word)

@@ -108,3 +108,13 @@ def named_outputs(names, intermediate: str = "hidden") -> onnx.ModelProto:
               for i, name in enumerate(names)]
     return _model(nodes, [helper.make_tensor_value_info("X", TensorProto.FLOAT, [2, 3])],
                   [helper.make_tensor_value_info(name, TensorProto.FLOAT, [2, 3]) for name in names], [scale])
+
+
+def sequence_model() -> onnx.ModelProto:
+    """X[3,4] -> Y = Relu(X) (a tensor) and S = SplitToSequence(X) (a sequence of 3 tensors [4]), with standard ops
+    only, so that every backend runs it, yet one without sequences (OpenVINO) cannot produce S."""
+    sequence = helper.make_sequence_type_proto(helper.make_tensor_type_proto(TensorProto.FLOAT, None))
+    return _model([helper.make_node("Relu", ["X"], ["Y"], name="relu"),
+                   helper.make_node("SplitToSequence", ["X"], ["S"], name="split", axis=0, keepdims=0)],
+                  [helper.make_tensor_value_info("X", TensorProto.FLOAT, [3, 4])],
+                  [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [3, 4]), helper.make_value_info("S", sequence)])

@@ -25,10 +25,11 @@ class OpenvinoBackend(cmpx.Backend):
             raise PrecisionUnsupported(
                 f"{device} has no {capability} support (it lists {', '.join(capabilities)}); choose another "
                 f"--openvino-precision")
-        model = core.read_model(model_path)
+        declared = _declared_outputs(model_path)
+        model = _read_tensor_outputs(model_path, declared) if declared else core.read_model(model_path)
         self.compiled = core.compile_model(model, device, {"INFERENCE_PRECISION_HINT": hint})
         self.request = self.compiled.create_infer_request()
-        self.output_names = [output.get_any_name() for output in self.compiled.outputs]
+        self.output_names = [_port_name(port, declared) for port in self.compiled.outputs]
 
     def describe(self) -> tuple[list[cmpx.TensorSpec], list[cmpx.TensorSpec]]:
         """An OpenVINO IR (.xml) model's inputs and outputs; dynamic dimensions are None."""
@@ -41,6 +42,40 @@ class OpenvinoBackend(cmpx.Backend):
     def infer(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         results = self.request.infer(feeds)
         return {name: np.asarray(results[output]) for name, output in zip(self.output_names, self.compiled.outputs)}
+
+
+def _declared_outputs(model_path: str) -> list[tuple[str, bool]] | None:
+    """An ONNX model's outputs as it declares them: (name, is a tensor); None for an OpenVINO IR."""
+    if not model_path.lower().endswith(".onnx"):
+        return None
+    from cmpx.model.info import read_model
+
+    info = read_model(model_path)
+    return [(spec.name, spec.is_tensor) for spec in info.outputs] + [(name, False) for name, _ in info.unsupported]
+
+
+def _read_tensor_outputs(model_path: str, declared: list[tuple[str, bool]]):
+    """The ONNX model with only its tensor outputs: OpenVINO has no sequences or maps, and refuses a model that
+    returns one (a scikit-learn classifier's ZipMap), so those are left out; cmpx reports them as not comparable
+    and compares the others."""
+    from openvino.frontend import FrontEndManager
+
+    frontend = FrontEndManager().load_by_framework("onnx")
+    model = frontend.load(model_path)
+    if not all(is_tensor for _, is_tensor in declared):
+        model.override_all_outputs([model.get_place_by_tensor_name(name) for name, is_tensor in declared
+                                    if is_tensor])
+    return frontend.convert(model)
+
+
+def _port_name(port, declared: list[tuple[str, bool]] | None) -> str:
+    """The output's name as the ONNX model declares it: a port can have several names (a compiled fp16 model's
+    output is both ``logits`` and the converter's ``graph_output_cast_0``), and ``get_any_name()`` may pick any."""
+    names = port.get_names()
+    for name, _ in declared or ():
+        if name in names:
+            return name
+    return port.get_any_name()
 
 
 def _spec(port) -> cmpx.TensorSpec:
