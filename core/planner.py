@@ -12,7 +12,7 @@ from dataclasses import replace
 from typing import Any
 
 from cmpx.argtypes import ValueRange, check_names
-from cmpx.comparison.pairing import check_reference, instance_names
+from cmpx.comparison.pairing import check_reference, comparison_pairs, instance_names
 from cmpx.errors import BackendFailed, CmpxError, ModelError, RemoteTraceback, UsageError, bounded
 from cmpx.loaders.feeds import fit_feeds
 from cmpx.loaders.options import DataOptions
@@ -45,7 +45,7 @@ def build_plan(checked: Preflight, warn: Callable[[str], None], scratch: str | N
                          f"{len(names)}); available backends: {', '.join(plugins.backends.names())}")
     check_reference(request.reference, names)
     graph, mark, excluded = _marking(request, model, bool(saved) and checked.model_format is None)
-    _warn_about_marking(backends, mark, warn)
+    _check_marking(request, backends, names, mark, warn)
     output_names = ([s.name for s in model.outputs] + list(mark)) if model else _saved_output_names(saved)
     what = ("model outputs" + (" and marked tensors" if mark else "")) if model else "saved outputs"
     for option, values in checked.per_output_options.items():
@@ -53,6 +53,10 @@ def build_plan(checked: Preflight, warn: Callable[[str], None], scratch: str | N
     if model is not None:
         check_names("--output-map", checked.output_map, output_names, what)
         check_names("--postprocess", checked.postprocess.by_output, output_names, what)
+        for spec in model.outputs:
+            if not spec.is_tensor and spec.name in checked.postprocess.by_output:
+                raise UsageError(f"--postprocess {spec.name}:...: top-k applies to tensors, and {spec.name} is a "
+                                 f"{spec.value_type}")
 
     feeds, inputs, iterations, dropped, ranges = None, (), None, [], []
     if model is not None and backends:
@@ -100,15 +104,34 @@ def build_plan(checked: Preflight, warn: Callable[[str], None], scratch: str | N
     return plan, feeds
 
 
-def _warn_about_marking(backends: Sequence[BackendPlan], mark: Sequence[str], warn: Callable[[str], None]) -> None:
+def _check_marking(request: RunRequest, backends: Sequence[BackendPlan], names: Sequence[str], mark: Sequence[str],
+                   warn: Callable[[str], None]) -> None:
+    """Marking changes some backends' fusion (a warning). A backend that cannot mark leaves its pairs with the
+    model's outputs only: a warning naming them, and an error if every pair is affected or --strict-marking."""
     for backend in backends:
         marks_own = any(option.marks and backend.options.get(option.name) for option in backend.spec.options)
         if backend.spec.marking_changes_fusion and (mark or marks_own):
             warn(f"marking outputs changes {backend.name}'s layer fusion: the marked model can compute differently "
                  "from the unmarked one")
-    if mark and not any(b.spec.supports_marking for b in backends):
-        warn(f"no backend of this run can mark tensors ({', '.join(dict.fromkeys(b.spec.name for b in backends))}); "
-             "only the model's outputs are compared")
+    unable = [b.name for b in backends if not b.spec.supports_marking]
+    if not mark or not unable:
+        return
+    pairs = comparison_pairs(list(names), request.reference)
+    affected = [f"{b} vs {r}" for b, r in pairs if b in unable or r in unable]
+    if not affected:
+        return
+    who = f"{', '.join(unable)} cannot mark tensors"
+    if len(affected) == len(pairs):
+        raise UsageError(f"{who}, so {', '.join(affected)} would compare only the model's outputs and no pair of "
+                         "this run would compare a marked tensor; add a backend that can mark (e.g. --backend "
+                         "onnxref) to compare with, or leave out --mark-all / --onnx-outputs")
+    if request.strict_marking:
+        raise UsageError(f"{who}, so {', '.join(affected)} would compare only the model's outputs "
+                         "(--strict-marking); leave it out, or leave out --strict-marking to compare the other "
+                         "pairs' marked tensors")
+    verb = "compares" if len(affected) == 1 else "compare"
+    warn(f"{who}: {', '.join(affected)} {verb} only the model's outputs, not the marked tensors "
+         "(--strict-marking makes this an error)")
 
 
 def _marking(request: RunRequest, model: ModelInfo | None, has_saved: bool

@@ -50,6 +50,7 @@ class RunRequest:
     onnx_exclude_outputs: Words = ()
     mark_all: bool = False
     show_unmatched: bool = False
+    strict_marking: bool = False
     fp16: bool = False
     bf16: bool = False
     int8: bool = False

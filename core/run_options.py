@@ -88,8 +88,9 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
             "DIMENSION=SIZE sets a named dimension in every input that has it, e.g. batch=4 sequence=128 (a size "
             "given through one input's shape also applies to the others that share its dimension names)",
             metavar="NAME:[D0,D1,...] | DIMENSION=SIZE", accepts=_shape_word, python="shapes"),
-    _option("val_range", WORDS, DATA, "range of synthetic values [default: floats [0,1), integers [0,9] "
-            "inclusive]", metavar="[LO,HI] | NAME:[LO,HI]", accepts=lambda w: "[" in w, python="ranges"),
+    _option("val_range", WORDS, DATA, "range of synthetic values [default: floats [0,1); integers: what the graph's "
+            "use calls for (an index into a table of N rows: [0,N-1]; a mask: [0,1]), else [0,9], inclusive; -v "
+            "says which and why]", metavar="[LO,HI] | NAME:[LO,HI]", accepts=lambda w: "[" in w, python="ranges"),
     _option("data_loader", TEXT, DATA, "where inputs come from (a registered data loader) [default: synthetic]",
             metavar="NAME"),
     _option("data_loader_script", TEXT, DATA, "a Python function (default load_data) returning an iterable of "
@@ -129,6 +130,9 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
     _option("mark_all", FLAG, LAYERS, "compare every intermediate tensor on every backend that can expose them, and "
             "report the first diverging layer"),
     _option("show_unmatched", FLAG, LAYERS, "list the marked tensors only one backend of a pair produced"),
+    _option("strict_marking", FLAG, LAYERS, "make it an error (exit 2, before any inference) that a backend of a "
+            "--mark-all / --onnx-outputs run cannot mark tensors, instead of a warning naming the pairs that then "
+            "compare only the model's outputs"),
     _option("fp16", FLAG, PRECISION, "run the backends that take precision flags (TensorRT) on the fp16 graph; "
             "others: --backend NAME:fp16"),
     _option("bf16", FLAG, PRECISION, "the same with the bf16 graph"),

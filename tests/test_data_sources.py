@@ -42,11 +42,11 @@ def test_safe_casts_are_made_and_said_unsafe_ones_refused(run_cli, tmp_path, mod
     narrowing = script(tmp_path, """
         import numpy as np
         def load_data():
-            yield {"X": np.zeros((1, 3, 8, 8), np.float64)}
-    """, "narrow.py")
-    refused = run_cli("run", EXAMPLE, *BACKENDS, "--data-loader-script", narrowing)
+            yield {"I": np.zeros(4, np.float32)}
+    """, "narrow.py")  # float64 for a float32 input is cast with a warning (test_synthetic.py); floats to ints never
+    refused = run_cli("run", models.gather_model, *BACKENDS, "--data-loader-script", narrowing)
     assert refused.exit_code == 2
-    assert "input 'X' has dtype float64, the model takes float32, and float64 does not convert to it safely" \
+    assert "input 'I' has dtype float32, the model takes int64, and float32 does not convert to it safely" \
         in refused.output
 
 

@@ -100,8 +100,12 @@ def compare_tensor(pairs: Sequence[PairResult], tensor: str, arrays: Mapping[str
         sides = [side for side in (pair.backend, pair.reference) if side in arrays]
         unusable = [side for side in sides if isinstance(arrays[side], NotComparable)]
         if unusable:
-            pair.not_comparable.append((tensor, "; ".join(f"{side} returned it in a form cmpx cannot compare: "
-                                                          f"{arrays[side].reason}" for side in unusable)))
+            why = "; ".join(f"{side} returned it in a form cmpx cannot compare: {arrays[side].reason}"
+                            for side in unusable)
+            if tensor in required and not (structured and tensor in structured):  # a tensor output: a failure
+                pair.outputs.append(OutputResult(tensor, note=why, failed_early=True))
+            else:
+                pair.not_comparable.append((tensor, why))
             continue
         if len(sides) == 1 and structured and tensor in structured:
             missing = pair.reference if sides[0] == pair.backend else pair.backend

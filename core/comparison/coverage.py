@@ -50,7 +50,7 @@ def unfulfilled(request: RunRequest, plan: RunPlan, result: RunResult) -> list[s
                 found.append(f"--onnx-outputs {word}: none of its {len(matched)} tensor(s) was compared (no pair "
                              "produced them on both sides; --show-unmatched lists them)")
         if missed:
-            found.append(f"{len(missed)} of {len(plan.mark)} marked tensor(s) were never compared (only one side of "
-                         "each pair produced them: a transformed graph no longer computes them, or a backend of the run "
+            found.append(f"{len(missed)} of {len(plan.mark)} marked tensor(s) were never compared (no pair produced "
+                         "them on both sides: a transformed graph no longer computes them, or a backend of the run "
                          "cannot mark tensors)")
     return found

@@ -61,7 +61,9 @@ class IterationComparer:
                 arrays = {name: conform(array, self.structured[tensor].dtype) for name, array in arrays.items()}
             for name, array in arrays.items():
                 self._inspect(name, iteration, tensor, array, live, values)
-            arrays = {name: plan.postprocess.apply(tensor, array) for name, array in arrays.items()}
+            if tensor not in self.structured:  # top-k applies to tensors
+                arrays = {name: plan.postprocess.apply(tensor, array) if not isinstance(array, NotComparable)
+                          else array for name, array in arrays.items()}
             stop = compare_tensor(pairs, tensor, arrays, plan.comparison, required,
                                   {name: spec.value_type for name, spec in self.structured.items()})
             del arrays

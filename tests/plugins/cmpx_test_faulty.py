@@ -15,7 +15,7 @@ import cmpx
 
 PHASES = ("load", "infer")
 KINDS = ("raise", "huge-error", "segfault", "abort", "exit", "sigkill", "memory", "hang", "sleep", "hang-ignoring-sigterm", "drop-output",
-         "garbage", "truncated-frame", "truncated-frame-exit", "oversized-frame", "fork-helper")
+         "string-output", "garbage", "truncated-frame", "truncated-frame-exit", "oversized-frame", "fork-helper")
 STAMP_ENV = "CMPX_TEST_FAULT_STAMP"  # a file that gets the time just before the fault
 
 
@@ -34,6 +34,8 @@ class FaultyBackend(cmpx.Backend):
         outputs = dict(zip(self.names, self.session.run(self.names, feeds)))
         if self.options.get("fault") == "infer:drop-output":
             outputs.pop(self.names[-1])
+        if self.options.get("fault") == "infer:string-output":  # a framework returning text where numbers belong
+            outputs[self.names[-1]] = outputs[self.names[-1]].astype(str)
         return outputs
 
     def _fault(self, phase):

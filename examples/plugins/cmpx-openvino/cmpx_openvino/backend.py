@@ -26,7 +26,10 @@ class OpenvinoBackend(cmpx.Backend):
                 f"{device} has no {capability} support (it lists {', '.join(capabilities)}); choose another "
                 f"--openvino-precision")
         declared = _declared_outputs(model_path)
-        model = _read_tensor_outputs(model_path, declared) if declared else core.read_model(model_path)
+        if declared and not all(is_tensor for _, is_tensor in declared):
+            model = _read_tensor_outputs(core, model_path, declared)
+        else:
+            model = core.read_model(model_path)
         self.compiled = core.compile_model(model, device, {"INFERENCE_PRECISION_HINT": hint})
         self.request = self.compiled.create_infer_request()
         self.output_names = [_port_name(port, declared) for port in self.compiled.outputs]
@@ -54,17 +57,27 @@ def _declared_outputs(model_path: str) -> list[tuple[str, bool]] | None:
     return [(spec.name, spec.is_tensor) for spec in info.outputs] + [(name, False) for name, _ in info.unsupported]
 
 
-def _read_tensor_outputs(model_path: str, declared: list[tuple[str, bool]]):
+def _read_tensor_outputs(core, model_path: str, declared: list[tuple[str, bool]]):
     """The ONNX model with only its tensor outputs: OpenVINO has no sequences or maps, and refuses a model that
     returns one (a scikit-learn classifier's ZipMap), so those are left out; cmpx reports them as not comparable
-    and compares the others."""
+    and compares the others. A model without external data is read from memory without them (OpenVINO cannot even
+    parse a map's type); one with external data through OpenVINO's front end, which keeps the weights' paths."""
+    import onnx
+
+    proto = onnx.load(model_path, load_external_data=False)
+    if not any(t.data_location == onnx.TensorProto.EXTERNAL for t in proto.graph.initializer):
+        tensors = [o for o in proto.graph.output if o.type.HasField("tensor_type")]
+        del proto.graph.output[:]
+        proto.graph.output.extend(tensors)
+        typed = [v for v in proto.graph.value_info if v.type.HasField("tensor_type")]
+        del proto.graph.value_info[:]
+        proto.graph.value_info.extend(typed)
+        return core.read_model(proto.SerializeToString(), b"")
     from openvino.frontend import FrontEndManager
 
     frontend = FrontEndManager().load_by_framework("onnx")
     model = frontend.load(model_path)
-    if not all(is_tensor for _, is_tensor in declared):
-        model.override_all_outputs([model.get_place_by_tensor_name(name) for name, is_tensor in declared
-                                    if is_tensor])
+    model.override_all_outputs([model.get_place_by_tensor_name(name) for name, is_tensor in declared if is_tensor])
     return frontend.convert(model)
 
 
