@@ -55,12 +55,14 @@ class SimilarityMetric:
     """A metric that condenses the pair into one number checked against a threshold."""
 
     def __init__(self, name: str, threshold: float, higher_is_better: bool, unit: str, doc: str,
-                 aliases: tuple[str, ...] = ()):
+                 aliases: tuple[str, ...] = (), groups: tuple[str, ...] = (), flag_aliases: tuple[str, ...] = ()):
         self.name = name
         self.threshold = threshold
         self.higher_is_better = higher_is_better
         self.unit = unit
-        self.aliases = aliases
+        self.aliases = aliases  # other names for --compare (Polygraphy's)
+        self.groups = groups  # names that select several metrics at once (Polygraphy's distance_metrics...)
+        self.flag_aliases = flag_aliases  # other spellings of --NAME-threshold (Polygraphy's --l2-tolerance...)
         self.__doc__ = doc
 
     def compare(self, context: ComparisonContext) -> MetricResult:
@@ -78,12 +80,18 @@ class SimilarityMetric:
 
 
 def builtin_metrics() -> list[Any]:
+    from cmpx_comparators.indices import IndicesCheck
+
     return [
         ToleranceCheck(None),
         *(ToleranceCheck(stat) for stat in CHECK_STATS),
         SimilarityMetric("cosine", 0.997, True, "", "cosine similarity of the flattened outputs (1 = same "
-                         "direction)", aliases=("cosine-similarity",)),
-        SimilarityMetric("l2", 1e-5, False, "", "L2 norm of the difference (Euclidean distance)"),
-        SimilarityMetric("snr", 20.0, True, " dB", "signal-to-noise ratio: reference power over difference power"),
-        SimilarityMetric("psnr", 30.0, True, " dB", "peak signal-to-noise ratio, peak of the reference"),
+                         "direction)", aliases=("cosine-similarity", "cosine_similarity"), groups=("distance_metrics",)),
+        SimilarityMetric("l2", 1e-5, False, "", "L2 norm of the difference (Euclidean distance)",
+                         groups=("distance_metrics",), flag_aliases=("--l2-tolerance",)),
+        SimilarityMetric("snr", 20.0, True, " dB", "signal-to-noise ratio: reference power over difference power",
+                         groups=("quality_metrics",), flag_aliases=("--snr-tolerance",)),
+        SimilarityMetric("psnr", 30.0, True, " dB", "peak signal-to-noise ratio, peak of the reference",
+                         groups=("quality_metrics",), flag_aliases=("--psnr-tolerance",)),
+        IndicesCheck(),
     ]

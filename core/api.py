@@ -7,7 +7,6 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from cmpx.plugins import PluginSet
     from cmpx.report import Report
 
 
@@ -34,6 +33,7 @@ def run(model: str | os.PathLike[str] | None = None, backends: str | Sequence[st
     ``cmpx.RunInterrupted`` (with ``.report``, what finished) on Ctrl-C. A backend that fails during the run does
     not raise: the report has it in ``failures`` and ``exit_code`` 3, and the other backends are still compared.
     """
+    from cmpx.comparison.metric_names import threshold_keywords
     from cmpx.plugins import PluginSettings, make_plugin_manager
     from cmpx.request import from_python
     from cmpx.session import Session
@@ -54,14 +54,3 @@ def run(model: str | os.PathLike[str] | None = None, backends: str | Sequence[st
 
     with Session(request, plugin_set, settings, reporter_for=reporter_for, warn=warn) as session:
         return session.run()
-
-
-def threshold_keywords(plugins: PluginSet) -> dict[str, str]:
-    """``cosine_threshold`` (and aliases such as ``cosine_similarity_threshold``) -> metric name, for every metric
-    with a threshold."""
-    keywords = {}
-    for spec in plugins.metrics:
-        if getattr(spec.metric, "threshold", None) is not None:
-            for name in (spec.name, *getattr(spec.metric, "aliases", ())):
-                keywords[f"{name.replace('-', '_')}_threshold"] = spec.name
-    return keywords

@@ -19,8 +19,10 @@ from cmpx.reports.reporter import Reporter
 from cmpx.results import RunResult
 from cmpx.runtimes import from_hello, labels
 from cmpx.saved.cmpx_format import RunWriter
+from cmpx.saved.polygraphy_writer import run_writer
 from cmpx.transport import runspace, supervisor
 from cmpx.transport.arena import MappingCache, ReusedSegments
+from cmpx.transport.messages import Infer
 from cmpx.transport.sources import TensorSource
 
 CLOSE_TIMEOUT_SECONDS = 10.0
@@ -60,10 +62,10 @@ def execute(plan: RunPlan, feeds: Iterator[Mapping[str, Any]] | None, reporter: 
         cleanup.callback(run.mappings.close)
         model_path = plan.model.path if plan.model else None
         if plan.save_inputs:
-            run.inputs_writer = RunWriter(plan.save_inputs, "inputs", model_path, "--save-inputs")
+            run.inputs_writer = run_writer(plan.save_inputs, "inputs", model_path, "--save-inputs")
             cleanup.push(_closer(run.inputs_writer))
         if plan.save_outputs:
-            run.outputs_writer = RunWriter(plan.save_outputs, "outputs", model_path, "--save-outputs")
+            run.outputs_writer = run_writer(plan.save_outputs, "outputs", model_path, "--save-outputs")
             cleanup.push(_closer(run.outputs_writer))
         run.comparer = IterationComparer(plan, reporter, result, run.outputs_writer)
         _start_and_load(run)
@@ -163,7 +165,7 @@ def _load(run: _Run) -> None:
         ids[backend.name] = worker.next_id()
         mark = plan.mark if backend.spec.supports_marking else ()
         supervisor.send(worker, supervisor.load_request("load", ids[backend.name], backend, backend.model_path or
-                                                        plan.model.path, mark), "load")
+                                                        plan.model_file or plan.model.path, mark), "load")
     replies = supervisor.wait_replies(run.workers.values(), "ready", "load", plan.timeouts, ids,
                                       on_wait=_progress(run, "loading"))
     for name, reply in _collect(run, replies).items():
@@ -234,8 +236,11 @@ def _dispatch(run: _Run, iteration: int, feed: Mapping[str, Any]) -> _Inflight:
     for index, (name, worker) in enumerate(run.workers.items()):
         if name in alive:
             inflight.ids[name] = worker.next_id()
-            supervisor.send(worker, {"op": "infer", "id": inflight.ids[name], "inputs": descriptors,
-                                     "out_prefix": f"{run.prefix}o{index}p{parity}"}, "infer")
+            request: Infer = {"op": "infer", "id": inflight.ids[name], "inputs": descriptors,
+                              "out_prefix": f"{run.prefix}o{index}p{parity}"}
+            if iteration == 0 and plan.warm_up:
+                request["warm_up"] = plan.warm_up
+            supervisor.send(worker, request, "infer")
     return inflight
 
 

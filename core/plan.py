@@ -69,6 +69,8 @@ class RunPlan:
     dropped: Sequence[tuple[BackendPlan, BackendFailed]] = ()  # backends whose model transform failed
     output_map: Mapping[str, str] = field(default_factory=dict)  # --output-map A=B: tensor B compared as A
     postprocess: Postprocess = field(default_factory=Postprocess)  # --postprocess top-K
+    warm_up: int = 0  # --warm-up: untimed inferences before the first timed one
+    model_file: str | None = None  # the file backends load (beside its external data: --external-data-dir)
     data_ranges: Sequence[Any] = ()  # cmpx.model.value_ranges.InputRange of each integer input of synthetic data
     excluded: frozenset[str] = frozenset()  # model outputs left out with --onnx-exclude-outputs: never compared
 

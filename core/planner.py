@@ -57,8 +57,17 @@ def build_plan(checked: Preflight, warn: Callable[[str], None], scratch: str | N
             if not spec.is_tensor and spec.name in checked.postprocess.by_output:
                 raise UsageError(f"--postprocess {spec.name}:...: top-k applies to tensors, and {spec.name} is a "
                                  f"{spec.value_type}")
+            if not spec.is_tensor and spec.name not in excluded and (request.save_outputs or "").endswith(".json"):
+                raise UsageError(f"--save-outputs {request.save_outputs}: Polygraphy's JSON holds tensors only, and "
+                                 f"{spec.name} is a {spec.value_type}; save to a directory (cmpx's format keeps its "
+                                 f"structure), or leave it out with --onnx-exclude-outputs {spec.name}")
 
     feeds, inputs, iterations, dropped, ranges = None, (), None, [], []
+    model_file = model.path if model is not None else None  # the file the backends and transforms load
+    if model is not None and request.external_data_dir:
+        from cmpx.model.external import external_data_view
+
+        model_file = external_data_view(model.path, request.external_data_dir, scratch, warn)
     if model is not None and backends:
         check_names("--val-range", checked.ranges, [spec.name for spec in model.inputs], "model inputs")
         generates = checked.loader.generates
@@ -80,7 +89,7 @@ def build_plan(checked: Preflight, warn: Callable[[str], None], scratch: str | N
             fresh = loader.factory(replace(options, iterations=count)).feeds(inputs)
             return _fitted(itertools.islice(fresh, count), inputs, loader.name, warn)
 
-        backends, dropped = _transformed(checked, model, backends, calibration, scratch, warn, mark)
+        backends, dropped = _transformed(checked, model_file, backends, calibration, scratch, warn, mark)
     elif saved:
         iterations = min(len(b.source) for b in saved)
         if request.iterations:
@@ -99,8 +108,8 @@ def build_plan(checked: Preflight, warn: Callable[[str], None], scratch: str | N
                    checked.settings, validate=request.validate, saved_backends=saved,
                    save_inputs=request.save_inputs, save_outputs=request.save_outputs, iterations=iterations,
                    mark=mark, graph=graph, show_unmatched=request.show_unmatched, dropped=dropped,
-                   output_map=checked.output_map, postprocess=checked.postprocess, data_ranges=ranges,
-                   excluded=excluded)
+                   output_map=checked.output_map, postprocess=checked.postprocess, warm_up=request.warm_up,
+                   model_file=model_file, data_ranges=ranges, excluded=excluded)
     return plan, feeds
 
 
@@ -170,7 +179,7 @@ def _marking(request: RunRequest, model: ModelInfo | None, has_saved: bool
     return graph, [name for name in selected if name not in outputs], excluded
 
 
-def _transformed(checked: Preflight, model: ModelInfo, backends: Sequence[BackendPlan], calibration: Any,
+def _transformed(checked: Preflight, model_file: str, backends: Sequence[BackendPlan], calibration: Any,
                  scratch: str | None, warn: Callable[[str], None], mark: Sequence[str]
                  ) -> tuple[list[BackendPlan], list[tuple[BackendPlan, BackendFailed]]]:
     """Make each transformed model once and point the backends that run it at it. A transform that fails on the
@@ -187,16 +196,17 @@ def _transformed(checked: Preflight, model: ModelInfo, backends: Sequence[Backen
         raise UsageError("transformed models need a directory: give --save-transformed DIR")
     from cmpx.model.graph import check_external_data, produced
 
-    check_external_data(model.path)
+    if not request.external_data_dir:  # (the view made for --external-data-dir checked its data files already)
+        check_external_data(model_file)
     os.makedirs(directory, exist_ok=True)
     options = TransformOptions(tuple(request.keep_fp32), request.calibration_iterations, request.calibration_cache)
     made, failed = {}, {}
-    stem = os.path.splitext(os.path.basename(model.path))[0]
+    stem = os.path.splitext(os.path.basename(model_file))[0]
     for name in wanted:
         path = os.path.join(directory, f"{stem}.{name}.onnx")
         try:
             transform = checked.plugins.transforms.get(name).factory(options)
-            transform.apply(model.path, path, calibration)
+            transform.apply(model_file, path, calibration)
         except CmpxError:
             raise  # a problem with what the user gave (a calibration cache, a disk): exit 2, before anything runs
         except Exception as exc:  # the transform itself failed on this model: those backends fail, others go on

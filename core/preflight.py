@@ -11,6 +11,7 @@ from typing import Any
 from cmpx.argtypes import PerOutput, ValueRange, check_names, check_stat, parse_per_output, parse_shape_words, \
     parse_val_ranges, quantile, seconds, threshold, tolerance
 from cmpx.comparison.compare import ComparisonSettings
+from cmpx.comparison.metric_names import selected_metrics
 from cmpx.comparison.pairing import instance_names
 from cmpx.comparison.postprocess import Postprocess, parse_postprocess
 from cmpx.envs import resolve_python
@@ -87,10 +88,17 @@ def _output_map(words: Sequence[str]) -> dict[str, str]:
 
 def _check_outputs(request: RunRequest) -> None:
     """Every file and directory the run will write can be written: before any work, not after it."""
-    files = {"--report-json": request.report_json, "--junit": request.junit, "--report-html": request.report_html}
-    directories = {"--save-inputs": (request.save_inputs, True), "--save-outputs": (request.save_outputs, True),
-                   "--save-error-plots": (request.save_error_plots, False),
+    files = {"--report-json": request.report_json, "--junit": request.junit, "--report-html": request.report_html,
+             "--log-file": request.log_file}
+    directories = {"--save-error-plots": (request.save_error_plots, False),
                    "--save-transformed": (request.save_transformed, False)}
+    for option, path in (("--save-inputs", request.save_inputs), ("--save-outputs", request.save_outputs)):
+        if path and path.lower().endswith(".json"):  # Polygraphy's JSON: one file
+            if os.path.exists(path):
+                raise UsageError(f"{option} {path} already exists; choose a new path to save to")
+            files[option] = path
+        elif path:  # a cmpx run: a new or empty directory
+            directories[option] = (path, True)
     if request.calibration_cache and not os.path.exists(request.calibration_cache):
         files["--calibration-cache"] = request.calibration_cache  # written once calibrated
     for option, path in files.items():
@@ -192,6 +200,8 @@ def _option_value(spec: BackendSpec, option: BackendOption, value: Any) -> Any:
 
 
 def _check_scalars(request: RunRequest) -> None:
+    if request.warm_up < 0:
+        raise UsageError(f"--warm-up {request.warm_up}: give a number of inferences, 0 or more")
     if request.iterations is not None and request.iterations < 1:
         raise UsageError(f"--iterations {request.iterations}: run at least 1 iteration")
     if not 0 <= request.seed <= MAX_SEED - max((request.iterations or 1) - 1, 0):
@@ -234,13 +244,7 @@ def _comparison_settings(request: RunRequest, plugins: PluginSet) -> tuple[Compa
                                                                          dict[str, PerOutput[Any]]]:
     """The comparison settings, and every per-output option by flag (to check their output names later)."""
     if request.compare:
-        metrics = []
-        for name in dict.fromkeys(request.compare):
-            spec = plugins.metrics.get(name)
-            if spec is None:
-                raise UsageError(f"--compare: unknown metric {name!r}; available: "
-                                 f"{', '.join(plugins.metrics.names()) or '(none)'}")
-            metrics.append(spec.metric)
+        metrics = selected_metrics(list(request.compare), plugins)
     else:
         metrics = [spec.metric for spec in plugins.metrics.defaults()]
         if not metrics:

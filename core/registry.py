@@ -44,6 +44,7 @@ class BackendOption:
     is_flag: bool = False
     type: type = str
     marks: bool = False  # its value selects tensors to mark (like --onnx-outputs), e.g. --trt-outputs
+    aliases: tuple[str, ...] = ()  # more spellings users know (Polygraphy's --providers for --onnxrt-providers)
 
 
 @dataclass(frozen=True)
@@ -185,8 +186,9 @@ class BackendRegistry(_Registry[BackendSpec]):
         for option in options:
             if not isinstance(option, BackendOption):
                 raise PluginError(f"backend {name!r}: options must be cmpx.BackendOption, got {option!r}")
-            if option.flag is not None and not re.fullmatch(r"--[a-z][a-z0-9-]*", option.flag):
-                raise PluginError(f"backend {name!r}: option flag {option.flag!r} must look like --some-name")
+            for flag in (option.flag, *option.aliases):
+                if flag is not None and not re.fullmatch(r"--[a-z][a-z0-9-]*", flag):
+                    raise PluginError(f"backend {name!r}: option flag {flag!r} must look like --some-name")
             if option.is_flag and (option.multiple or option.choices):
                 raise PluginError(f"backend {name!r}: option {option.name!r} is a flag; it takes no values")
             if option.type not in (str, int, float):

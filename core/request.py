@@ -29,12 +29,14 @@ class RunRequest:
     save_outputs: str | None = None
     seed: int = 1
     iterations: int | None = None
+    warm_up: int = 0
     input_shapes: Words = ()
     val_range: Words = ()
     data_loader: str | None = None
     data_loader_script: str | None = None
     load_inputs: Words = ()
     save_inputs: str | None = None
+    external_data_dir: str | None = None
     atol: Words = ()
     rtol: Words = ()
     check_error_stat: Words = ()
@@ -62,6 +64,7 @@ class RunRequest:
     report_json: str | None = None
     junit: str | None = None
     report_html: str | None = None
+    log_file: str | None = None
     save_error_plots: str | None = None
     timeout: Words = ()
     thresholds: Mapping[str, Words] = field(default_factory=dict)  # metric name -> words

@@ -77,17 +77,22 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
     _option("reference", TEXT, BACKENDS, "compare every other backend against this one (e.g. onnxref, or onnxrt#2)",
             metavar="NAME"),
     _option("load_outputs", WORDS, BACKENDS, "add saved outputs as backends after the live ones (named "
-            "BACKEND@FILE): cmpx runs, Polygraphy RunResults JSON, ONNX test-data directories", metavar="PATH",
-            accepts=not_a_model, python="path"),
-    _option("save_outputs", TEXT, BACKENDS, "save every live backend's outputs, every iteration (cmpx run directory)",
-            metavar="DIR", python="path"),
+            "BACKEND@FILE): cmpx runs, Polygraphy RunResults JSON files and per-iteration directories, ONNX "
+            "test-data directories", metavar="PATH", accepts=not_a_model, python="path",
+            flags=("--load-outputs", "--load-results")),
+    _option("save_outputs", TEXT, BACKENDS, "save every live backend's outputs, every iteration: a directory is a "
+            "cmpx run, a .json file Polygraphy's RunResults", metavar="DIR|FILE.json", python="path",
+            flags=("--save-outputs", "--save-results")),
     _option("seed", INT, DATA, "seed of the synthetic data; iteration i uses seed + i"),
     _option("iterations", INT, DATA, "number of input sets to run and compare [default: 1 for synthetic data, all "
-            "of loaded or scripted data]"),
+            "of loaded or scripted data]", flags=("--iterations", "--iters")),
+    _option("warm_up", INT, DATA, "inferences each backend runs before the first timed one (not compared, not "
+            "timed)", metavar="N"),
     _option("input_shapes", WORDS, DATA, "shapes for inputs with dynamic dimensions, e.g. X:[1,3,224,224] Y:[1,10]; "
             "DIMENSION=SIZE sets a named dimension in every input that has it, e.g. batch=4 sequence=128 (a size "
             "given through one input's shape also applies to the others that share its dimension names)",
-            metavar="NAME:[D0,D1,...] | DIMENSION=SIZE", accepts=_shape_word, python="shapes"),
+            metavar="NAME:[D0,D1,...] | DIMENSION=SIZE", accepts=_shape_word, python="shapes",
+            flags=("--input-shapes", "--inputs")),
     _option("val_range", WORDS, DATA, "range of synthetic values [default: floats [0,1); integers: what the graph's "
             "use calls for (an index into a table of N rows: [0,N-1]; a mask: [0,1]), else [0,9], inclusive; -v "
             "says which and why]", metavar="[LO,HI] | NAME:[LO,HI]", accepts=lambda w: "[" in w, python="ranges"),
@@ -95,22 +100,27 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
             metavar="NAME"),
     _option("data_loader_script", TEXT, DATA, "a Python function (default load_data) returning an iterable of "
             "{input name: array}", metavar="FILE.py[:FUNC]", python="path"),
-    _option("load_inputs", WORDS, DATA, "feed saved inputs: cmpx runs, Polygraphy JSON inputs, ONNX test-data "
-            "directories", metavar="PATH", accepts=not_a_model, python="path"),
-    _option("save_inputs", TEXT, DATA, "save every iteration's inputs (cmpx run directory)", metavar="DIR",
-            python="path"),
+    _option("load_inputs", WORDS, DATA, "feed saved inputs: cmpx runs, Polygraphy JSON inputs and per-iteration "
+            "directories, ONNX test-data directories", metavar="PATH", accepts=not_a_model, python="path",
+            flags=("--load-inputs", "--load-input-data")),
+    _option("save_inputs", TEXT, DATA, "save every iteration's inputs: a directory is a cmpx run, a .json file "
+            "Polygraphy's inputs list", metavar="DIR|FILE.json", python="path",
+            flags=("--save-inputs", "--save-input-data")),
+    _option("external_data_dir", TEXT, DATA, "where the model's external data (weights) are, when not beside the "
+            "model", metavar="DIR", python="path", flags=("--external-data-dir", "--load-external-data", "--ext")),
     _option("atol", WORDS, COMPARISON, "absolute tolerance; a bare value is the default, NAME:VALUE sets one output "
-            "[default: 1e-5]", metavar="[NAME:]VALUE", accepts=per_output_value, python="per_output"),
+            "[default: 1e-5]", metavar="[NAME:]VALUE", accepts=per_output_value, python="per_output",
+            flags=("--atol", "--abs-tol")),
     _option("rtol", WORDS, COMPARISON, "relative tolerance, same forms as --atol [default: 1e-5]. An element fails "
             "only if it exceeds both tolerances", metavar="[NAME:]VALUE", accepts=per_output_value,
-            python="per_output"),
+            python="per_output", flags=("--rtol", "--rel-tol")),
     _option("check_error_stat", WORDS, COMPARISON, f"statistic the tolerances apply to: {', '.join(CHECK_STATS)} "
             "[default: elemwise]", metavar="[NAME:]STAT", accepts=lambda w: ":" in w or w in CHECK_STATS,
             python="per_output"),
     _option("error_quantile", WORDS, COMPARISON, "quantile for --check-error-stat quantile [default: 0.99]",
             metavar="[NAME:]Q", accepts=per_output_value, python="per_output"),
     _option("compare", WORDS, COMPARISON, "metrics that must all pass [default: the tolerance check]",
-            metavar="METRIC"),
+            metavar="METRIC", flags=("--compare", "--compare-func")),
     _option("output_map", WORDS, COMPARISON, "compare differently named outputs: A=B compares an output named B "
             "(of a backend or saved run that has no A) as output A; outputs are otherwise paired by exact name only",
             metavar="A=B", accepts=lambda w: "=" in w and not w.startswith("-")),
@@ -152,9 +162,11 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
     _option("report_html", TEXT, REPORTS, "write the whole run as one self-contained HTML page (verdict, tables, "
             "statistics, first divergence, failures; with matplotlib also the plots of --save-error-plots)",
             metavar="PATH", python="path"),
+    _option("log_file", TEXT, REPORTS, "also write the text report to this file", metavar="PATH", python="path"),
     _option("save_error_plots", TEXT, REPORTS, "write error plots: per model output, histograms of its errors and the "
             "error against the reference's magnitude; per pair of a marked run, the per-layer error profile and the "
-            "first divergence's plot (needs matplotlib: pip install 'cmpx[plots]')", metavar="DIR", python="path"),
+            "first divergence's plot (needs matplotlib: pip install 'cmpx[plots]')", metavar="DIR", python="path",
+            flags=("--save-error-plots", "--save-error-metrics-plot")),
     _option("timeout", WORDS, EXECUTION, "limit for each load and each inference; BACKEND:SECONDS for one backend (a "
             "name like onnxrt, or onnxrt#2) [default: 600]. A backend past it is stopped (SIGTERM, then SIGKILL 2 s "
             "later) and reported; the others go on", metavar="[BACKEND:]SECONDS", accepts=per_output_value,

@@ -49,13 +49,15 @@ class Session:
 
     def __init__(self, request: RunRequest, plugins: PluginSet, settings: PluginSettings, *,
                  reporter_for: ReporterFactory | None = None, warn: Callable[[str], None] | None = None,
-                 pool: WorkerPool | None = None):
+                 pool: WorkerPool | None = None, verbosity: int = 1):
         self.request = request
         self.plugins = plugins
         self.settings = settings
         self.reporter_for = reporter_for or (lambda plan: SilentReporter())
         self.warn = warn or (lambda message: None)
         self.pool = pool
+        self.verbosity = verbosity  # of the --log-file text report
+        self._log: Any = None
         self.warnings: list[str] = []
         self.workers: dict[str, Worker] = {}
         self.reporter: Reporter | None = None
@@ -98,6 +100,8 @@ class Session:
         from cmpx.results import RunResult
 
         shown = self.reporter_for(plan)
+        if self.request.log_file:  # the text report, once more, into a file
+            shown = self._logged(shown, plan)
         stream = None
         if self.request.report_json:
             from cmpx.reports.json_report import JsonReportWriter
@@ -158,6 +162,23 @@ class Session:
         link_worker_code(directory, worker_modules(elsewhere, self.settings))
         return directory
 
+    def _logged(self, shown: Reporter, plan: RunPlan) -> Reporter:
+        from cmpx.errors import OutputFailed as _Failed
+        from cmpx.reports.text import TextReporter
+
+        try:
+            self._log = open(self.request.log_file, "w", encoding="utf-8")
+        except OSError as exc:
+            raise _Failed(f"--log-file {self.request.log_file}: {exc.strerror}") from None
+        for message in self.warnings:  # found while planning, before the log existed
+            self._log.write(f"warning: {message}\n")
+
+        def write(text: str) -> None:
+            self._log.write(text + "\n")
+            self._log.flush()
+
+        return Reporters(shown, TextReporter(plan, write, verbosity=self.verbosity))
+
     def _warn(self, message: str) -> None:
         self.warnings.append(message)
         self.warn(message)
@@ -206,6 +227,9 @@ class Session:
         """Stop every worker the session took (their process groups too), then remove the run's segments, scratch
         directories and lock; safe to call more than once."""
         workers, self.workers = self.workers, {}
+        if self._log is not None:
+            self._log.close()
+            self._log = None
         try:
             release_workers(workers)
         finally:

@@ -130,7 +130,7 @@ CASES = [
                                                      "failed to load: ModuleNotFoundError"),
     (EXAMPLE, (*OK, "--timeout", "-1"), "--timeout: '-1': '-1': give a number of seconds above 0"),
     (EXAMPLE, (*OK, "--timeout", "0"), "give a number of seconds above 0"),
-    (EXAMPLE, (*OK, "--atoll", "1"), "No such option '--atoll'. (Did you mean one of: '--atol'"),
+    (EXAMPLE, (*OK, "--atoll", "1"), "No such option '--atoll'. (Did you mean one of: '--abs-tol', '--atol'"),
     # hostile files: nothing may hang, leave its directory, or be echoed
     ("{tmp}/fifo.onnx", OK, "model file {tmp}/fifo.onnx is a FIFO; give a regular file"),
     ("/dev/zero", OK, "model file /dev/zero is a device; give a regular file"),

@@ -42,8 +42,8 @@ def test_safe_casts_are_made_and_said_unsafe_ones_refused(run_cli, tmp_path, mod
     narrowing = script(tmp_path, """
         import numpy as np
         def load_data():
-            yield {"I": np.zeros(4, np.float32)}
-    """, "narrow.py")  # float64 for a float32 input is cast with a warning (test_synthetic.py); floats to ints never
+            yield {"I": np.array([0.5, 1.5], np.float32)}
+    """, "narrow.py")
     refused = run_cli("run", models.gather_model, *BACKENDS, "--data-loader-script", narrowing)
     assert refused.exit_code == 2
     assert "input 'I' has dtype float32, the model takes int64, and float32 does not convert to it safely" \

@@ -115,4 +115,4 @@ def test_error_statistics_are_computed_once_for_several_checks(monkeypatch):
 def test_metric_objects_are_light():
     assert isinstance(METRICS["simple"], ToleranceCheck) and isinstance(METRICS["psnr"], SimilarityMetric)
     assert {m.name for m in builtin_metrics()} == {"simple", "elemwise", "max", "mean", "median", "quantile",
-                                                   "cosine", "l2", "snr", "psnr"}
+                                                   "cosine", "l2", "snr", "psnr", "indices"}

@@ -12,6 +12,7 @@ OPTIMIZATION_LEVELS = {"disable": onnxruntime.GraphOptimizationLevel.ORT_DISABLE
                        "basic": onnxruntime.GraphOptimizationLevel.ORT_ENABLE_BASIC,
                        "extended": onnxruntime.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
                        "all": onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL}
+OPTIMIZATION_LEVELS.update({level.name: level for level in OPTIMIZATION_LEVELS.values()})  # Polygraphy's spelling
 EXTERNAL_DATA_FOLDER = "session.model_external_initializers_file_folder_path"
 ORT_TYPES = {
     "tensor(float)": np.float32, "tensor(double)": np.float64, "tensor(float16)": np.float16,

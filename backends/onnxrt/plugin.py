@@ -2,6 +2,9 @@
 
 from cmpx import BackendOption, hookimpl
 
+# Polygraphy's --graph-optimization-level takes ONNX Runtime's enum names.
+POLYGRAPHY_LEVELS = ("ORT_DISABLE_ALL", "ORT_ENABLE_BASIC", "ORT_ENABLE_EXTENDED", "ORT_ENABLE_ALL")
+
 
 @hookimpl
 def register_backends(registry):
@@ -10,13 +13,15 @@ def register_backends(registry):
         description="ONNX Runtime (CPU by default)",
         options=[
             BackendOption(
-                "providers", multiple=True, default=("cpu",),
+                "providers", multiple=True, default=("cpu",), aliases=("--providers", "--execution-providers"),
                 help="execution providers in priority order: short names (cpu, cuda, tensorrt, openvino, dml, "
                      "coreml, rocm, migraphx) or full names such as CUDAExecutionProvider [default: cpu]"),
             BackendOption(
-                "optimization", choices=("disable", "basic", "extended", "all"), default=None,
+                "optimization", choices=("disable", "basic", "extended", "all", *POLYGRAPHY_LEVELS), default=None,
+                aliases=("--graph-optimization-level",),
                 help="graph optimization level; lower it to find out whether a difference comes from ONNX Runtime's "
-                     "graph rewrites [default: all, ONNX Runtime's own default]"),
+                     "graph rewrites (Polygraphy's ORT_ENABLE_BASIC... spellings work too) [default: all, ONNX "
+                     "Runtime's own default]"),
         ],
         supports_marking=True,
         frameworks=("onnxruntime", "onnxruntime-gpu", "onnxruntime-openvino", "onnxruntime-directml"),

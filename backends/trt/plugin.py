@@ -39,8 +39,8 @@ def register_backends(registry):
             BackendOption("save_timing_cache", flag="--save-timing-cache", help="write the timing cache here"),
             BackendOption("builder_optimization_level", flag="--builder-optimization-level",
                           help="0 (fast build) to 5 (most tactics) [TensorRT's default: 3]"),
-            BackendOption("pool_limit", flag="--pool-limit", multiple=True, help="memory pool limits, e.g. "
-                          "workspace:1G"),
+            BackendOption("pool_limit", flag="--pool-limit", multiple=True, aliases=("--memory-pool-limit",),
+                          help="memory pool limits, e.g. workspace:1G"),
             BackendOption("plugins", flag="--plugins", multiple=True, help="TensorRT plugin libraries (.so) to load"),
             BackendOption("tf32", flag="--tf32", choices=("off", "on"), default="off",
                           help="allow TF32 math (cleared by default, as Polygraphy does)"),

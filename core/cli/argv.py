@@ -76,4 +76,8 @@ def _backends_to_run(words: Sequence[str]) -> int:
     rest = words[i + 1:]
     values = [rest[j + 1] for j, word in enumerate(rest[:-1]) if word == "--backend"]
     values += [word[len("--backend="):] for word in rest if word.startswith("--backend=")]
+    values += [word[2:] for word in rest if word in POLYGRAPHY_RUNNERS]
     return sum(1 for value in values if "@" not in value)  # NAME@PYTHON runs under another Python: no spare
+
+
+POLYGRAPHY_RUNNERS = ("--onnxrt", "--trt")  # Polygraphy's runner flags: backends too (cmpx.cli.polygraphy)

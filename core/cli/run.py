@@ -12,6 +12,8 @@ import click
 
 from cmpx.cli.argv import expand_multi_values
 from cmpx.cli.grouped_help import GroupedCommand, GroupedOption
+from cmpx.cli.polygraphy import translate
+from cmpx.comparison.metric_names import metric_words, threshold_flags
 from cmpx.errors import UsageError
 from cmpx.plugins import PluginSet
 from cmpx.request import RunRequest, request_defaults
@@ -45,31 +47,31 @@ def _names(names: list[str]):
 
 
 class RunCommand(GroupedCommand):
-    def __init__(self, *args: Any, multi_value: dict[str, Any], **kwargs: Any):
+    def __init__(self, *args: Any, multi_value: dict[str, Any], backends: list[str], **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.multi_value = multi_value
+        self.backends = backends
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        return super().parse_args(ctx, expand_multi_values(args, self.multi_value))
+        """Polygraphy's spellings first (its runner flags, its options cmpx lacks), then the multi-value form."""
+        flags = {flag for param in self.get_params(ctx) for flag in getattr(param, "opts", ())}
+        return super().parse_args(ctx, expand_multi_values(translate(args, self.backends, flags), self.multi_value))
 
 
 def multi_value_options(plugins: PluginSet | None = None) -> dict[str, Any]:
     """Flags that take several space-separated values, and which words they accept."""
     multi = {flag: option.accepts for option in RUN_OPTIONS if option.accepts for flag in option.flags}
     if plugins is not None:
-        multi["--compare"] = lambda word: word in plugins.metrics
+        words = set(metric_words(plugins))
+        multi["--compare"] = multi["--compare-func"] = lambda word: word in words
         for metric in plugins.metrics:
             if getattr(metric.metric, "threshold", None) is not None:
-                multi.update(dict.fromkeys(_threshold_flags(metric), per_output_value))
+                multi.update(dict.fromkeys(threshold_flags(metric), per_output_value))
         for spec in plugins.backends:
             for option in spec.options:
                 if option.multiple:  # as in Polygraphy: --trt-min-shapes X:[..] Y:[..]
-                    multi[spec.flag(option)] = not_a_model
+                    multi.update(dict.fromkeys([spec.flag(option), *option.aliases], not_a_model))
     return multi
-
-
-def _threshold_flags(metric: Any) -> list[str]:
-    return [f"--{name}-threshold" for name in (metric.name, *getattr(metric.metric, "aliases", ()))]
 
 
 def build_run_command(plugins: PluginSet) -> click.Command:
@@ -77,7 +79,7 @@ def build_run_command(plugins: PluginSet) -> click.Command:
     dynamic = {  # what the registered plugins add to an option: the names it takes, and their completion
         "backends": (f" [available: {', '.join(plugins.backends.names()) or 'none'}; transforms: "
                      f"{', '.join(plugins.transforms.names()) or 'none'}]", _names(plugins.backends.names())),
-        "compare": (f" [available: {', '.join(plugins.metrics.names())}]", _names(plugins.metrics.names())),
+        "compare": (f" [available: {', '.join(metric_words(plugins))}]", _names(metric_words(plugins))),
     }
     params: list[click.Parameter] = [click.Argument(["model"], metavar="[MODEL]", required=False)]
     for option in RUN_OPTIONS:
@@ -97,7 +99,7 @@ def build_run_command(plugins: PluginSet) -> click.Command:
         if getattr(metric.metric, "threshold", None) is None:
             continue
         params.append(GroupedOption(
-            [*_threshold_flags(metric), f"threshold_{metric.name.replace('-', '_')}"], multiple=True,
+            [*threshold_flags(metric), f"threshold_{metric.name.replace('-', '_')}"], multiple=True,
             metavar="[NAME:]VALUE", group=COMPARISON,
             help=f"threshold of --compare {metric.name} [default: {metric.metric.threshold:g}]"))
     for spec in plugins.backends:
@@ -108,7 +110,7 @@ def build_run_command(plugins: PluginSet) -> click.Command:
             else:
                 kwargs.update(multiple=option.multiple, default=option.default,
                               type=click.Choice(option.choices) if option.choices else option.type)
-            params.append(GroupedOption([spec.flag(option), spec.param(option)], **kwargs))
+            params.append(GroupedOption([spec.flag(option), *option.aliases, spec.param(option)], **kwargs))
     params += [
         GroupedOption(["-p", "--plugin", "plugin_args"], multiple=True, metavar="MODULE", group=EXECUTION,
                       help="load a plugin module here and in every worker (also CMPX_PLUGINS=a,b); "
@@ -125,6 +127,7 @@ def build_run_command(plugins: PluginSet) -> click.Command:
         return _run(plugins, values)
 
     return RunCommand("run", params=params, callback=callback, help=RUN_HELP, multi_value=multi_value_options(plugins),
+                      backends=plugins.backends.names(),
                       short_help="Run a model on several backends and compare the outputs.")
 
 
@@ -174,5 +177,5 @@ def _run(plugins: PluginSet, values: dict[str, Any]) -> int:
 
     ctx = click.get_current_context()
     with Session(request, plugins, invocation(ctx).settings, reporter_for=reporter_for, pool=invocation(ctx).pool,
-                 warn=lambda message: err(f"warning: {message}")) as session:
+                 warn=lambda message: err(f"warning: {message}"), verbosity=verbosity) as session:
         return int(session.run().exit_code)

@@ -105,7 +105,8 @@ class FigureCollector(SilentReporter):
             data = _tolerance_data(output)
             if data is None or (outputs and output.output not in outputs and output.output != divergence):
                 continue
-            picture = self._draw(pair.backend, pair.reference, pair.iteration, output) if self.directory else None
+            writing = self.directory and self.error is None  # after a failed write, draw only what the HTML needs
+            picture = self._draw(pair.backend, pair.reference, pair.iteration, output) if writing else None
             if picture is not None:
                 self._write(picture)
             if self.for_html:

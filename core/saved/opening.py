@@ -9,10 +9,12 @@ from cmpx.saved.cmpx_format import is_cmpx_run, read_cmpx_run
 from cmpx.saved.model import SavedFile
 from cmpx.saved.npy import SavedDataError
 from cmpx.saved.onnx_testdata import read_test_data, test_data_sets
-from cmpx.saved.polygraphy_json import looks_like_polygraphy, read_polygraphy
+from cmpx.saved.polygraphy_json import looks_like_polygraphy, polygraphy_files, read_polygraphy, \
+    read_polygraphy_directory
 from cmpx.userfiles import check_regular
 
-FORMS = "a cmpx run directory (--save-inputs/--save-outputs), a Polygraphy JSON file, or an ONNX test-data directory"
+FORMS = ("a cmpx run directory (--save-inputs/--save-outputs), a Polygraphy JSON file or per-iteration directory, or "
+         "an ONNX test-data directory")
 
 
 def open_saved(path: str, kind: str, fallback_names: Sequence[str] = ()) -> SavedFile:
@@ -24,6 +26,8 @@ def open_saved(path: str, kind: str, fallback_names: Sequence[str] = ()) -> Save
             saved = read_cmpx_run(path)
         elif test_data_sets(path):
             saved = read_test_data(path, kind, fallback_names)
+        elif polygraphy_files(path):
+            saved = read_polygraphy_directory(path)
         else:
             raise SavedDataError(f"{path}: a directory, but not {FORMS}")
     else:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import os
 from typing import Any
 
 from cmpx.saved.model import SavedFile, SavedSource
@@ -26,26 +27,74 @@ def looks_like_polygraphy(path: str) -> bool:
 def read_polygraphy(path: str) -> SavedFile:
     """Read and check the whole file now (every array's header against its data), so that a damaged file is an
     error before any backend runs; the arrays are decoded again, one iteration at a time, when used."""
+    kind, sources = _sources(_document(path), path)
+    saved = SavedFile(path, kind, sources)
+    for source in saved.sources:  # every array decoded once now: a damaged one is found before any backend runs
+        for iteration in range(len(source)):
+            source.load(iteration)
+    return saved
+
+
+def polygraphy_files(path: str) -> list[str]:
+    """The JSON files of a Polygraphy per-iteration directory, in Polygraphy's (lexical) order."""
+    try:
+        names = sorted(name for name in os.listdir(path) if name.endswith(".json"))
+    except OSError:
+        return []
+    return [os.path.join(path, name) for name in names if os.path.isfile(os.path.join(path, name))]
+
+
+def read_polygraphy_directory(path: str) -> SavedFile:
+    """A directory written by ``polygraphy run --save-inputs DIR`` / ``--save-outputs DIR`` (0.53): one JSON file per
+    iteration (a feed dict, or a one-iteration RunResults; a file may hold several), read in lexical order, as
+    Polygraphy reads them. Each file is read and checked now, then dropped: an iteration is read again, from its
+    file alone, when it is used, so memory holds one file at a time."""
+    kind, merged = None, {}
+    for file in polygraphy_files(path):
+        file_kind, sources = _sources(_document(file), file)
+        if kind not in (None, file_kind):
+            raise SavedDataError(f"{file}: holds saved {file_kind} while {path} holds {kind}; one directory holds one "
+                                 "kind")
+        kind = file_kind
+        for source in sources:
+            target = merged.setdefault(source.name, SavedSource(source.name))
+            for index in range(len(source)):
+                source.load(index)  # checked now; loaded again later from the file alone
+                target.loaders.append(lambda file=file, name=source.name, index=index: _reload(file, name, index))
+                target.digests.append(None)
+    if kind is None:
+        raise SavedDataError(f"{path}: a directory without .json files")
+    return SavedFile(path, kind, list(merged.values()))
+
+
+def _reload(file: str, name: str, index: int) -> Any:
+    _, sources = _sources(_document(file), file)
+    return next(source for source in sources if source.name == name).load(index)
+
+
+def _document(path: str) -> Any:
     try:
         with open_regular(path, "saved file", "r", encoding="utf-8") as f:
-            document = json.load(f)
+            return json.load(f)
     except RecursionError:
         raise SavedDataError(f"{path}: not readable as Polygraphy JSON (nested too deeply)") from None
     except (UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError, and integers too long to convert
         reason = f"{type(exc).__name__} at {exc.pos}" if isinstance(exc, json.JSONDecodeError) else \
             "a number it cannot represent"
         raise SavedDataError(f"{path}: not readable as Polygraphy JSON ({reason}); is the file complete?") from None
+
+
+def _sources(document: Any, path: str) -> tuple[str, list[SavedSource]]:
+    """("inputs" or "outputs", the sources) of one Polygraphy document."""
     if isinstance(document, list):
-        saved = SavedFile(path, "inputs", [_inputs(document, path)])
-    elif isinstance(document, dict) and document.get("polygraphy_class") == "RunResults":
-        saved = SavedFile(path, "outputs", _run_results(document, path))
-    else:
-        raise SavedDataError(f"{path}: a JSON file, but neither Polygraphy inputs (a list of feed dicts) nor "
-                             "RunResults outputs")
-    for source in saved.sources:  # every array decoded once now: a damaged one is found before any backend runs
-        for iteration in range(len(source)):
-            source.load(iteration)
-    return saved
+        return "inputs", [_inputs(document, path)]
+    if isinstance(document, dict) and document.get("polygraphy_class") == "RunResults":
+        return "outputs", _run_results(document, path)
+    if isinstance(document, dict) and document and all(isinstance(v, dict) and "array" in v
+                                                        for v in document.values()):
+        return "inputs", [_inputs([document], path)]  # one feed dict: Polygraphy reads it as one iteration
+    raise SavedDataError(f"{path}: a JSON file, but neither Polygraphy inputs (a list of feed dicts) nor "
+                         "RunResults outputs")
 
 
 def _inputs(document: list[Any], path: str) -> SavedSource:

@@ -43,7 +43,17 @@ def runner_processes(parent: int | None = None) -> list[int]:
 def orphaned_workers() -> list[int]:
     """PIDs of live cmpx workers whose coordinator is gone (they must die with it)."""
     return [pid for pid, args in _processes(b"cmpx.transport.worker").items()
-            if args[2:3] and args[2].isdigit() and not shm.process_alive(int(args[2]))]
+            if args[2:3] and args[2].isdigit() and not _process_alive(int(args[2]))]
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    return True
 
 
 def segments() -> set[str]:

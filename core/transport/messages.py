@@ -60,11 +60,12 @@ class Load(TypedDict):
     mark: list[str]
 
 
-class Infer(TypedDict):
+class Infer(TypedDict, total=False):
     op: Literal["infer"]
     id: int
     inputs: list[TensorDescriptor]
     out_prefix: str
+    warm_up: int  # untimed inferences to run first (--warm-up; on the first iteration only)
 
 
 class Close(TypedDict):

@@ -17,6 +17,7 @@ PHASES = ("load", "infer")
 KINDS = ("raise", "huge-error", "segfault", "abort", "exit", "sigkill", "memory", "hang", "sleep", "hang-ignoring-sigterm", "drop-output",
          "string-output", "garbage", "truncated-frame", "truncated-frame-exit", "oversized-frame", "fork-helper")
 STAMP_ENV = "CMPX_TEST_FAULT_STAMP"  # a file that gets the time just before the fault
+CALLS_ENV = "CMPX_TEST_FAULT_CALLS"  # a file that gets one line per infer call
 
 
 class FaultyBackend(cmpx.Backend):
@@ -29,6 +30,9 @@ class FaultyBackend(cmpx.Backend):
 
     def infer(self, feeds):
         self.calls = getattr(self, "calls", 0) + 1
+        if os.environ.get(CALLS_ENV):
+            with open(os.environ[CALLS_ENV], "a") as calls:
+                calls.write("call\n")
         if self.calls > int(self.options.get("after") or 0):
             self._fault("infer")
         outputs = dict(zip(self.names, self.session.run(self.names, feeds)))

@@ -1,0 +1,153 @@
+"""Polygraphy's workflows as its users write them (issue #16): its command lines, its files both ways, top-k and
+index comparison, and the README's "Coming from Polygraphy" table, every row of which runs here (Polygraphy's side
+too, where it runs without a GPU)."""
+
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from cmpx.comparison.postprocess import top_k_indices
+from conftest import REPO
+
+POLYGRAPHY = os.path.join(os.path.dirname(sys.executable), "polygraphy")
+EXAMPLE = REPO / "examples" / "models" / "conv.onnx"
+DATA_SCRIPT = "import numpy as np\ndef load_data():\n    for i in range(2):\n        yield {'X': np.full((1, 3, 8, 8), 0.1 * i, np.float32)}\n"
+
+
+def _table_rows():
+    text = (REPO / "README.md").read_text()
+    section = text[text.index("## Coming from Polygraphy"):text.index("## Many models")]
+    rows = []
+    for line in section.splitlines():
+        cells = re.findall(r"`((?:polygraphy|cmpx) run [^`]*)`", line)
+        if len(cells) >= 2 and cells[0].startswith("polygraphy"):
+            rows.append((cells[0], cells[-1]))
+    return rows
+
+
+def _run(command: str, cwd) -> subprocess.CompletedProcess:
+    words = shlex.split(command)
+    program = [sys.executable, "-m", "cmpx"] if words[0] == "cmpx" else [POLYGRAPHY]
+    return subprocess.run(program + words[1:], capture_output=True, text=True, cwd=cwd, timeout=300)
+
+
+def test_the_readme_table_runs_row_by_row_in_both_tools(tmp_path, no_leaks):
+    rows = _table_rows()
+    assert len(rows) >= 14
+    for side in ("polygraphy", "cmpx"):
+        (tmp_path / side).mkdir()
+        shutil.copy(EXAMPLE, tmp_path / side / "model.onnx")
+        (tmp_path / side / "data.py").write_text(DATA_SCRIPT)
+    for polygraphy, cmpx in rows:
+        if "--trt" not in polygraphy:  # no GPU here: Polygraphy's TensorRT runner cannot run
+            theirs = _run(polygraphy, tmp_path / "polygraphy")
+            assert theirs.returncode == 0, f"{polygraphy}\n{theirs.stdout[-2000:]}{theirs.stderr[-2000:]}"
+        ours = _run(cmpx, tmp_path / "cmpx")
+        assert ours.returncode == 0, f"{cmpx}\n{ours.stdout[-3000:]}{ours.stderr[-2000:]}"
+
+
+def test_polygraphy_reads_what_cmpx_writes_and_cmpx_reads_what_polygraphy_writes(tmp_path, run_cli):
+    written = run_cli("run", EXAMPLE, "--onnxrt", "--iters", "2", "--save-inputs", tmp_path / "in.json",
+                      "--save-results", tmp_path / "golden.json")
+    assert written.exit_code == 0, written.output
+    document = json.loads((tmp_path / "golden.json").read_text())
+    assert document["polygraphy_class"] == "RunResults" and document["lst"][0][0] == "onnxrt"
+    assert len(document["lst"][0][1]) == 2 and document["lst"][0][1][0]["polygraphy_class"] == "IterationResult"
+    theirs = subprocess.run([POLYGRAPHY, "run", str(EXAMPLE), "--onnxrt", "--load-inputs", str(tmp_path / "in.json"),
+                             "--load-outputs", str(tmp_path / "golden.json")], capture_output=True, text=True,
+                            timeout=300)
+    assert theirs.returncode == 0 and "Passed: 2/2 iterations" in theirs.stdout + theirs.stderr, theirs.stdout
+    subprocess.run([POLYGRAPHY, "run", str(EXAMPLE), "--onnxrt", "--iterations", "3", "--save-inputs",
+                    str(tmp_path / "pg-in"), "--save-outputs", str(tmp_path / "pg-out")], check=True,
+                   capture_output=True, timeout=300)
+    assert sorted(os.listdir(tmp_path / "pg-out")) == [f"{i:010d}.json" for i in range(3)]
+    ours = run_cli("run", EXAMPLE, "--onnxrt", "--load-inputs", tmp_path / "pg-in", "--load-outputs",
+                   tmp_path / "pg-out")
+    assert ours.exit_code == 0, ours.output
+    assert "3 comparison(s) over 3 iteration(s)" in ours.output  # every saved iteration, streamed file by file
+
+
+def _classifier(tmp_path):
+    graph = helper.make_graph([helper.make_node("Identity", ["logits_in"], ["logits"])], "cls",
+                              [helper.make_tensor_value_info("logits_in", TensorProto.FLOAT, [2, 10])],
+                              [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [2, 10])])
+    path = tmp_path / "cls.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), str(path))
+    return path
+
+
+@pytest.mark.parametrize("tolerance, expected", [("0", 1), ("1", 0)])
+def test_top_k_and_indices_give_polygraphys_verdicts(tmp_path, run_cli, tolerance, expected):
+    model = _classifier(tmp_path)
+    subprocess.run([POLYGRAPHY, "run", str(model), "--onnxrt", "--save-inputs", str(tmp_path / "in.json"),
+                    "--save-outputs", str(tmp_path / "golden.json")], check=True, capture_output=True, timeout=300)
+    golden = json.loads((tmp_path / "golden.json").read_text())
+    from cmpx.saved.polygraphy_writer import encode_array
+    from cmpx.saved.opening import open_saved
+
+    values = open_saved(str(tmp_path / "golden.json"), "outputs").sources[0].load(0)["logits"].copy()
+    order = np.argsort(-values[0])
+    values[0, order[1]], values[0, order[2]] = values[0, order[2]], values[0, order[1]]  # swap ranks 2 and 3
+    golden["lst"][0][1][0]["outputs"]["logits"]["values"] = encode_array(values)
+    (tmp_path / "swapped.json").write_text(json.dumps(golden))
+    args = ["--load-inputs", str(tmp_path / "in.json"), "--load-outputs", str(tmp_path / "swapped.json"),
+            "--postprocess", "top-3", "--compare", "indices", "--index-tolerance", tolerance]
+    theirs = subprocess.run([POLYGRAPHY, "run", str(model), "--onnxrt", *args], capture_output=True, text=True,
+                            timeout=300)
+    ours = run_cli("run", model, "--onnxrt", *args)
+    assert theirs.returncode == ours.exit_code == expected, ours.output + theirs.stdout[-2000:]
+
+
+def test_top_k_ranks_unsigned_and_boolean_outputs_correctly_where_polygraphy_does_not():
+    assert top_k_indices(np.array([0, 1, 200, 3], np.uint8), 2, -1).tolist() == [2, 3]  # Polygraphy: [0, 2]
+    assert top_k_indices(np.array([False, True, True]), 2, -1).tolist() == [1, 2]  # Polygraphy: TypeError
+    assert top_k_indices(np.array([1.0, np.nan, 3.0, 2.0]), 3, -1).tolist() == [2, 3, 0]  # NaN last, as there
+    x = np.array([[0.1, 0.9, 0.5, 0.9, 0.3], [5, 1, 5, 2, 5]], np.float32)
+    assert top_k_indices(x, 3, -1).tolist() == [[1, 3, 2], [0, 2, 4]]  # ties: the lower index first
+    assert top_k_indices(np.array([np.iinfo(np.int64).min, 0, 5]), 1, -1).tolist() == [2]
+
+
+def test_polygraphy_options_cmpx_lacks_are_named_with_what_to_use_instead(run_cli):
+    for flag, advice in (("--sequential-runners", "in a worker process of its own"),
+                         ("--fp-to-fp16", "--backend NAME:fp16"),
+                         ("--save-heatmaps", "--save-error-plots DIR"),
+                         ("--precision-constraints", "strongly typed")):
+        result = run_cli("run", EXAMPLE, "--onnxrt", "--onnxref", flag, "x")
+        assert result.exit_code == 2, result.output
+        assert f"Error: {flag} is a Polygraphy option that cmpx does not have: " in result.output
+        assert advice in result.output
+
+
+def test_external_data_elsewhere_warm_up_and_a_log_file(run_cli, tmp_path):
+    from cmpx.testing import models
+
+    (tmp_path / "model").mkdir()
+    (tmp_path / "weights").mkdir()
+    onnx.save(models.conv_model(), str(tmp_path / "model" / "m.onnx"), save_as_external_data=True,
+              all_tensors_to_one_file=True, location="w.bin", size_threshold=0)
+    os.rename(tmp_path / "model" / "w.bin", tmp_path / "weights" / "w.bin")
+    missing = run_cli("run", tmp_path / "model" / "m.onnx", "--onnxrt", "--onnxref")
+    assert missing.exit_code == 3  # the backends cannot find the weights beside the model
+    found = run_cli("run", tmp_path / "model" / "m.onnx", "--onnxrt", "--onnxref", "--backend", "onnxrt:fp16",
+                    "--ext", tmp_path / "weights", "--atol", "1e-2", "--rtol", "1e-2", "--warm-up", "2",
+                    "--log-file", tmp_path / "log.txt", "--mark-all")
+    assert found.exit_code == 0, found.output
+    log = (tmp_path / "log.txt").read_text()
+    assert log.splitlines()[-1] == found.output.strip().splitlines()[-1]  # the same report, in the file too
+
+
+def test_warm_up_runs_untimed_inferences_first(run_cli, tmp_path):
+    stamp = tmp_path / "calls"
+    result = run_cli("run", EXAMPLE, "--backend", "faulty", "--backend", "onnxrt", "-p", "cmpx_test_faulty",
+                     "--warm-up", "3", "--iterations", "2", env={"CMPX_TEST_FAULT_CALLS": str(stamp)})
+    assert result.exit_code == 0, result.output
+    assert stamp.read_text().count("call") == 3 + 2  # three warm-ups, then the two compared inferences
