@@ -144,3 +144,23 @@ def test_bert_passes_with_default_data_and_says_why_each_range(run_cli, tmp_path
                     "batch=2", "sequence=16")
     assert given.exit_code == 3  # what the user asked for: the index is out of the table, and the backend says so
     assert "indices element out of data bounds" in given.output
+
+
+def test_a_graph_onnx_cannot_read_gets_the_default_range_and_the_backends_say_why(run_cli, tmp_path):
+    """cmpx reads a model's inputs from the wire itself, and onnx only for the ranges: a node that onnx refuses
+    leaves the integers at the default, said so, and the run goes on to let the backends report the model."""
+    node = helper.make_node("Gather", ["table", "ids"], ["Y"], doc_string="Q" * 11)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("ids", TensorProto.INT64, [2])],
+                              [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [2, 2])], [table("table", 3)])
+    wire = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]).SerializeToString()
+    # the node's doc_string re-tagged as an attribute (field 5) whose bytes are an endless varint
+    corrupt = wire.replace(b"\x32\x0b" + b"Q" * 11, b"\x2a\x0b" + b"\xff" * 11)
+    assert corrupt != wire
+    path = tmp_path / "corrupt.onnx"
+    path.write_bytes(corrupt)
+    with pytest.raises(Exception, match="Error parsing message"):
+        onnx.load(str(path))
+    result = run_cli("run", path, "--backend", "onnxrt", "--backend", "onnxref", "-v")
+    assert result.exit_code == 3, result.output
+    assert "  data: ids: [0, 9] (the default: onnx cannot read the graph (DecodeError))" in result.output
+    assert "onnxref: FAILED during load: google.protobuf.message.DecodeError" in result.output

@@ -104,12 +104,15 @@ def compare_tensor(pairs: Sequence[PairResult], tensor: str, arrays: Mapping[str
                             for side in unusable)
             if tensor in required and not (structured and tensor in structured):  # a tensor output: a failure
                 pair.outputs.append(OutputResult(tensor, note=why, failed_early=True))
+                if settings.fail_fast:
+                    return True
             else:
                 pair.not_comparable.append((tensor, why))
             continue
         if len(sides) == 1 and structured and tensor in structured:
             missing = pair.reference if sides[0] == pair.backend else pair.backend
-            pair.not_comparable.append((tensor, f"{missing} does not produce it (a {structured[tensor]})"))
+            article = "an" if structured[tensor].startswith("optional") else "a"
+            pair.not_comparable.append((tensor, f"{missing} does not produce it ({article} {structured[tensor]})"))
             continue
         if pair.backend in arrays and pair.reference in arrays:
             pair.outputs.append(compare_output(tensor, arrays[pair.backend], arrays[pair.reference], settings))

@@ -78,8 +78,16 @@ def data_ranges(model_path: str, inputs: Sequence[TensorSpec], default_range: Va
         from cmpx.model.graph import load_structure
 
         limits = {spec.name: int_limits(numpy_dtype(spec.dtype)) for spec in derive}
-        for found in integer_ranges(load_structure(model_path), derive, default, limits):
-            chosen[found.input] = found
+        try:
+            model = load_structure(model_path)
+        except Exception as exc:  # noqa: BLE001 - onnx refuses what the wire reader took: the data can still be made
+            model, why = None, f"the default: onnx cannot read the graph ({type(exc).__name__})"
+        if model is not None:
+            found = integer_ranges(model, derive, default, limits)
+        else:
+            found = [InputRange(spec.name, max(int(default.low), limits[spec.name][0]),
+                                min(int(default.high), limits[spec.name][1]), why) for spec in derive]
+        chosen.update((r.input, r) for r in found)
     return [chosen[spec.name] for spec in integers]
 
 
