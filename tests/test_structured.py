@@ -120,6 +120,10 @@ def test_a_tensor_output_returned_as_text_fails_and_the_others_are_compared(run_
     assert result.exit_code == 1, result.output
     assert "FAILED  S: faulty returned it in a form cmpx cannot compare: it is a tensor of <U" in result.output
     assert "PASSED  Y:" in result.output
+    fast = run_cli("run", cmpx_models.matmul_chain(), "--backend", "onnxrt", "--backend", "faulty", "--faulty-fault",
+                   "infer:string-output", "--iterations", "3", "--fail-fast", plugins=["cmpx_test_faulty"])
+    assert fast.exit_code == 1, fast.output
+    assert "stopped at the first mismatch (--fail-fast)" in fast.output and "[iteration 1]" not in fast.output
 
 
 def test_the_api_reports_not_comparable_outputs_per_pair(cmpx_models):
