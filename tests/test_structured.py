@@ -147,3 +147,18 @@ def test_structured_values_survive_a_saved_run_round_trip(tmp_path):
     loaded = source.load(0)["p"]
     assert isinstance(loaded, Structured) and loaded.skeleton == value.skeleton
     assert np.array_equal(loaded.values, value.values)
+
+
+def test_optionals_compare_whether_held_or_empty_and_openvino_leaves_them_not_comparable(run_cli, cmpx_models):
+    # the reference evaluator holds an optional in a one-element list, ONNX Runtime as the value or None: the
+    # onnxref backend gives them as ONNX Runtime does, so the two compare
+    result = run_cli("run", cmpx_models.optional(), "--backend", "onnxrt", "--backend", "onnxref")
+    assert result.exit_code == 0, result.output
+    assert "3/3 outputs passed (6 elements)" in result.output
+    assert "an empty optional: same structure, 0 value(s) compared in order" in result.output
+    if find_spec("openvino") is None or find_spec("cmpx_openvino") is None:
+        pytest.skip("needs the OpenVINO plugin: pip install -e examples/plugins/cmpx-openvino")
+    with_openvino = run_cli("run", cmpx_models.optional(), "--backend", "onnxrt", "--backend", "openvino")
+    assert with_openvino.exit_code == 0, with_openvino.output
+    assert "NOT COMPARED  E: openvino does not produce it (an optional(tensor(float32)))" in with_openvino.output
+    assert "1/1 outputs passed (3 elements)" in with_openvino.output

@@ -29,7 +29,8 @@ class ZipMap(OpRunAiOnnxMl):
 
 class CastMap(OpRunAiOnnxMl):
     """A map from int64 keys to values as a [1, N] tensor of its values in ascending key order (DENSE), or of
-    ``max_map`` slots indexed by key, missing keys 0 (SPARSE); cast to float, int64 or string."""
+    ``max_map`` slots indexed by key, missing keys 0 (SPARSE); cast to float, int64 or string (printed with six
+    decimals, as ONNX Runtime prints them: the spec does not say)."""
 
     def _run(self, X, cast_to=None, map_form=None, max_map=None):  # noqa: N803
         cast_to = _text(cast_to) or "TO_FLOAT"
@@ -48,7 +49,7 @@ class CastMap(OpRunAiOnnxMl):
         else:
             raise ValueError(f"CastMap: unknown map_form {map_form!r}")
         kind = types[cast_to]
-        out = np.array([str(v) for v in values] if kind is np.str_ else values).astype(kind)
+        out = np.array([f"{float(v):f}" for v in values] if kind is np.str_ else values).astype(kind)  # as ORT
         return (out.reshape(1, -1),)
 
 

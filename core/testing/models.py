@@ -117,4 +117,18 @@ def sequence_model() -> onnx.ModelProto:
     return _model([helper.make_node("Relu", ["X"], ["Y"], name="relu"),
                    helper.make_node("SplitToSequence", ["X"], ["S"], name="split", axis=0, keepdims=0)],
                   [helper.make_tensor_value_info("X", TensorProto.FLOAT, [3, 4])],
-                  [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [3, 4]), helper.make_value_info("S", sequence)])
+                  [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [3, 4]),
+                   helper.make_value_info("S", sequence)])
+
+
+def optional_model() -> onnx.ModelProto:
+    """X[3] -> Y = Relu(X), O = Optional(X) (an optional holding X) and E = an empty optional of float tensors:
+    the reference evaluator holds optionals as one-element lists, ONNX Runtime as the value or None."""
+    element = helper.make_tensor_type_proto(TensorProto.FLOAT, [3])
+    optional = helper.make_optional_type_proto(element)
+    return _model([helper.make_node("Relu", ["X"], ["Y"], name="relu"),
+                   helper.make_node("Optional", ["X"], ["O"], name="holding"),
+                   helper.make_node("Optional", [], ["E"], name="empty", type=element)],
+                  [helper.make_tensor_value_info("X", TensorProto.FLOAT, [3])],
+                  [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [3]), helper.make_value_info("O", optional),
+                   helper.make_value_info("E", optional)])
