@@ -171,11 +171,12 @@ def _marking(request: RunRequest, model: ModelInfo | None, has_saved: bool
     if not wants_marks:
         return graph, [], excluded
     words = expand_words("--onnx-outputs", request.onnx_outputs) + (["*"] if request.mark_all else [])
+    words = [word for word in words if word not in outputs]  # a model output is compared anyway, of any type
     markable = graph.markable()
     exclude = [word for word in exclude if not is_pattern(word) or fnmatch.filter(markable, word)
                or not fnmatch.filter(outputs, word)]  # a pattern that only matched outputs has done its job
     selected = select_tensors("--onnx-outputs", words, exclude, markable,
-                              hint=f"list them with: cmpx tensors {model.path}")
+                              hint=f"list them with: cmpx tensors {model.path}", unmarkable=graph.unmarkable())
     return graph, [name for name in selected if name not in outputs], excluded
 
 

@@ -98,6 +98,14 @@ def test_it_is_listed_and_can_be_left_out_or_marked_around(run_cli):
                      "probability_tensor")
     assert marked.exit_code == 0, marked.output
     assert "3/3 outputs passed" in marked.output
+    named = run_cli("run", SKL, "--backend", "onnxrt", "--backend", "onnxref", "--onnx-outputs",
+                    "output_probability", "label")  # a model output is compared anyway, whatever its type
+    assert named.exit_code == 0, named.output
+    assert "3/3 outputs passed" in named.output
+    untyped = run_cli("run", SKL, "--backend", "onnxrt", "--backend", "onnxref", "--onnx-outputs", "probabilities")
+    assert untyped.exit_code == 2, untyped.output
+    assert "--onnx-outputs: 'probabilities' cannot be marked: shape inference gives no tensor type for it " \
+           "(Normalizer Normalizer" in untyped.output
 
 
 def test_a_backend_without_sequences_leaves_that_output_not_comparable_and_compares_the_rest(run_cli, cmpx_models):

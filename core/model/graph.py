@@ -41,6 +41,13 @@ class TensorGraph:
         """Tensors that can be exposed: typed, not produced by Constant nodes (nothing to compare there)."""
         return [t.name for t in self.tensors if t.dtype is not None and t.op_type != "Constant"]
 
+    def unmarkable(self) -> dict[str, str]:
+        """The other tensors, each with why it cannot be marked."""
+        return {t.name: (f"it is the output of a Constant node ({t.node or 'unnamed'})" if t.op_type == "Constant"
+                         else f"shape inference gives no tensor type for it ({t.op_type} {t.node or 'unnamed'}: "
+                         "not a tensor, or an op that onnx cannot infer)")
+                for t in self.tensors if t.dtype is None or t.op_type == "Constant"}
+
 
 def load_structure(model_path: str):
     """The ModelProto without external weights, with inferred shapes and types where possible."""

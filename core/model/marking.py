@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from cmpx.errors import UsageError
 from cmpx.userfiles import open_regular
@@ -36,17 +36,18 @@ def is_pattern(word: str) -> bool:
 
 
 def select_tensors(option: str, words: Sequence[str], exclude: Sequence[str], markable: Sequence[str],
-                   hint: str) -> list[str]:
+                   hint: str, unmarkable: Mapping[str, str] | None = None) -> list[str]:
     """The markable tensors named or matched by ``words`` minus ``exclude``, in graph order.
 
     A name that is not a markable tensor, or a pattern matching none, is a UsageError (``hint`` says how to
-    list them).
+    list them; ``unmarkable`` maps the model's other tensors to why they cannot be marked).
     """
+    unmarkable = unmarkable or {}
     wanted = set()
     for word in words:
-        wanted |= set(_match(option, word, markable, hint))
+        wanted |= set(_match(option, word, markable, hint, unmarkable))
     for word in exclude:
-        wanted -= set(_match(option.replace("outputs", "exclude-outputs"), word, markable, hint))
+        wanted -= set(_match(option.replace("outputs", "exclude-outputs"), word, markable, hint, unmarkable))
     return [name for name in markable if name in wanted]
 
 
@@ -69,12 +70,14 @@ def excluded_outputs(words: Sequence[str], outputs: Sequence[str], marking: bool
     return frozenset(excluded), rest
 
 
-def _match(option: str, word: str, markable: Sequence[str], hint: str) -> list[str]:
+def _match(option: str, word: str, markable: Sequence[str], hint: str, unmarkable: Mapping[str, str]) -> list[str]:
     if is_pattern(word):
         found = fnmatch.filter(markable, word)
         if not found:
             raise UsageError(f"{option}: the pattern {word!r} matches no tensor of the model; {hint}")
         return found
+    if word in unmarkable:
+        raise UsageError(f"{option}: {word!r} cannot be marked: {unmarkable[word]}; {hint}")
     if word not in markable:
         raise UsageError(f"{option}: the model has no markable tensor {word!r}; {hint}")
     return [word]
