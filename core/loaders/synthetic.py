@@ -5,9 +5,9 @@ Polygraphy makes, so the same seed gives the same feeds as ``polygraphy run --se
 integers whenever their range is given (``--val-range``). Integers without a given range differ on purpose:
 Polygraphy draws them from {0, 1}, which never exercises an index other than 0 and 1, while cmpx draws them from
 its own range: the one the graph's use of the input calls for (an index into a 2-row table gets [0, 1]: see
-cmpx.model.value_ranges), else its default. Those values come from a side stream of their own (seeded by the seed, the iteration and
-the input's position), and the main stream is advanced exactly as Polygraphy's {0, 1} draw advances it, so the
-floats and bools after an integer input still match Polygraphy's.
+cmpx.model.value_ranges), else its default. Those values come from a side stream of their own (seeded by the seed,
+the iteration and the input's position), and the main stream is advanced exactly as Polygraphy's {0, 1} draw
+advances it, so the floats and bools after an integer input still match Polygraphy's.
 """
 
 from __future__ import annotations

@@ -14,8 +14,9 @@ import time
 import cmpx
 
 PHASES = ("load", "infer")
-KINDS = ("raise", "huge-error", "segfault", "abort", "exit", "sigkill", "memory", "hang", "sleep", "hang-ignoring-sigterm", "drop-output",
-         "string-output", "garbage", "truncated-frame", "truncated-frame-exit", "oversized-frame", "fork-helper")
+KINDS = ("raise", "huge-error", "segfault", "abort", "exit", "sigkill", "memory", "hang", "sleep",
+         "hang-ignoring-sigterm", "drop-output", "string-output", "garbage", "truncated-frame", "truncated-frame-exit",
+         "oversized-frame", "fork-helper")
 STAMP_ENV = "CMPX_TEST_FAULT_STAMP"  # a file that gets the time just before the fault
 CALLS_ENV = "CMPX_TEST_FAULT_CALLS"  # a file that gets one line per infer call
 

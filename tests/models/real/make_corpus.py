@@ -31,8 +31,8 @@ and every file passes onnx.checker.check_model(full_check=True).
 
 It needs torch, torchvision, transformers, onnxscript, scikit-learn and skl2onnx, which cmpx itself does not (a
 6 GB environment with torch's CUDA wheels). Run it with (last run with: Python 3.11.7, torch 2.14.1+cu130 (run on
-the CPU), torchvision 0.29.1+cu130, transformers 5.24.0, onnx 1.23.2, onnxscript 0.7.2, onnx-ir 1.1.0, onnxruntime 1.32.0, scikit-learn 1.9.1,
-skl2onnx 1.20.0, numpy 2.4.6):
+the CPU), torchvision 0.29.1+cu130, transformers 5.24.0, onnx 1.23.2, onnxscript 0.7.2, onnx-ir 1.1.0,
+onnxruntime 1.32.0, scikit-learn 1.9.1, skl2onnx 1.20.0, numpy 2.4.6):
 
     python3 -m venv /work/corpus/.venv-export    # any directory
     /work/corpus/.venv-export/bin/pip install torch transformers onnx onnxscript skl2onnx scikit-learn onnxruntime
@@ -164,7 +164,8 @@ def make_gpt2(out):
     with torch.no_grad():
         ref = model(**feeds, use_cache=False)
     _check(path)
-    feeds2 = {"input_ids": torch.randint(0, 100, (1, 11), generator=g), "attention_mask": torch.ones(1, 11, dtype=torch.int64)}
+    feeds2 = {"input_ids": torch.randint(0, 100, (1, 11), generator=g),
+              "attention_mask": torch.ones(1, 11, dtype=torch.int64)}
     with torch.no_grad():
         ref2 = model(**feeds2, use_cache=False)
     return _ort_vs_torch(path, feeds, [ref.logits]) + _ort_vs_torch(path, feeds2, [ref2.logits])
