@@ -12,6 +12,7 @@ from cmpx.errors import UsageError
 
 CHECK_STATS = ("elemwise", "max", "mean", "median", "quantile")
 SHAPE_FORM = "NAME:[D0,D1,...], e.g. X:[1,3,224,224]"
+INPUT_SHAPES_FORM = f"{SHAPE_FORM}, or DIMENSION=SIZE for a named dimension, e.g. batch=4"
 RANGE_FORM = "[LOW,HIGH] or NAME:[LOW,HIGH], e.g. [0,1] or X:[-1,1]"
 
 _SHAPE = re.compile(r"(?P<name>.+):\[(?P<dims>[^\[\]]*)\]\Z")
@@ -20,13 +21,36 @@ _RANGE = re.compile(r"(?:(?P<name>.+):)?\[(?P<low>[^\[\],]+),(?P<high>[^\[\],]+)
 T = TypeVar("T")
 
 
-def parse_input_shapes(values: Iterable[str]) -> dict[str, tuple[int, ...]]:
+def parse_shape_words(values: Iterable[str]) -> tuple[dict[str, tuple[int, ...]], dict[str, int]]:
+    """Parse ``--input-shapes`` words: ``X:[1,3,224,224]`` sets an input's shape, ``batch=4`` the size of a named
+    (symbolic) dimension wherever an input uses it. Returns ({input: shape}, {dimension name: size})."""
+    shape_words, dims = [], {}
+    for text in values:
+        name, sep, size_text = text.strip().rpartition("=")
+        if not sep or _SHAPE.match(text.strip()) or not name.strip():
+            shape_words.append(text)
+            continue
+        name = name.strip()
+        try:
+            size = int(size_text.strip())
+        except ValueError:
+            raise UsageError(f"--input-shapes: the size {size_text.strip()!r} of dimension {name} is not an integer; "
+                             f"the accepted form is {INPUT_SHAPES_FORM}") from None
+        if size < 0:
+            raise UsageError(f"--input-shapes: dimension {name}={size} is negative; give a size of 0 or more")
+        if name in dims:
+            raise UsageError(f"--input-shapes: dimension {name} is given twice; give each once")
+        dims[name] = size
+    return parse_input_shapes(shape_words, INPUT_SHAPES_FORM), dims
+
+
+def parse_input_shapes(values: Iterable[str], form: str = SHAPE_FORM) -> dict[str, tuple[int, ...]]:
     """Parse ``--input-shapes`` words such as ``X:[1,3,224,224]`` into {name: shape}."""
     shapes: dict[str, tuple[int, ...]] = {}
     for text in values:
         match = _SHAPE.match(text.strip())
         if not match:
-            raise UsageError(f"--input-shapes: cannot read {text!r}; the accepted form is {SHAPE_FORM}")
+            raise UsageError(f"--input-shapes: cannot read {text!r}; the accepted form is {form}")
         name, dims_text = match["name"], match["dims"].strip()
         dims = []
         for word in (dims_text.split(",") if dims_text else []):
@@ -34,7 +58,7 @@ def parse_input_shapes(values: Iterable[str]) -> dict[str, tuple[int, ...]]:
                 dim = int(word.strip())
             except ValueError:
                 raise UsageError(f"--input-shapes: dimension {word.strip()!r} of {name} is not an integer; "
-                                 f"the accepted form is {SHAPE_FORM}") from None
+                                 f"the accepted form is {form}") from None
             if dim < 0:
                 raise UsageError(f"--input-shapes: dimension {dim} of {name} is negative; "
                                  "give concrete sizes of 0 or more")

@@ -97,8 +97,8 @@ def register_model_transforms(registry: TransformRegistry) -> None:
     ``calibration(count)`` yields up to ``count`` input feeds from the run's data loader (for calibration).
     Users select a transform per backend with ``--backend NAME:TRANSFORM`` (for example ``onnxrt:fp16``).
     The factory and ``apply`` run once per run in the coordinator, before any backend loads; they may import onnx
-    and the libraries they need. An optional ``suggested_tolerance`` attribute (a float) is offered to users when a
-    comparison at the default tolerances fails.
+    and the libraries they need. When a pair with one side transformed fails, the summary suggests the tolerances
+    measured on its outputs.
 
     :param registry: the transform registry; it rejects invalid names and reports clashes.
     :returns: nothing; a return value (including ``None``) is ignored.

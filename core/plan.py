@@ -25,9 +25,9 @@ class BackendPlan:
     options: Mapping[str, Any]
     transform: str | None = None  # e.g. "fp16" for --backend onnxrt:fp16
     model_path: str | None = None  # the transformed model this backend loads, once made
-    suggested_tolerance: float | None = None  # offered when a comparison fails at the default tolerances
     python: str | None = None  # the Python its worker runs under, when not the coordinator's (--backend NAME@PYTHON)
     python_given: str | None = None  # that Python as the user named it (a path, or env:NAME)
+    absent_marks: frozenset[str] = frozenset()  # marked tensors its transformed graph no longer computes
 
     @property
     def short_name(self) -> str:
@@ -72,11 +72,15 @@ class RunPlan:
     warm_up: int = 0  # --warm-up: untimed inferences before the first timed one
     model_file: str | None = None  # the file backends load (beside its external data: --external-data-dir)
     local_error_dir: str | None = None  # --local-error: where the reference's values of iteration 0 are kept
+    data_ranges: Sequence[Any] = ()  # cmpx.model.value_ranges.InputRange of each integer input of synthetic data
+    excluded: frozenset[str] = frozenset()  # model outputs left out with --onnx-exclude-outputs: never compared
 
     @property
     def required_outputs(self) -> frozenset[str]:
         """Tensors every backend must produce: the model's outputs (a marked tensor may be absent on one side)."""
-        return frozenset(spec.name for spec in self.model.outputs) if self.model else frozenset()
+        if not self.model:
+            return frozenset()
+        return frozenset(spec.name for spec in self.model.outputs if spec.name not in self.excluded)
 
     @property
     def single(self) -> bool:

@@ -3,6 +3,7 @@ coordinator executes. Raises UsageError (or ModelError) for anything wrong, nami
 
 from __future__ import annotations
 
+import fnmatch
 import itertools
 import os
 import traceback
@@ -10,10 +11,10 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from cmpx.argtypes import check_names
-from cmpx.comparison.pairing import check_reference, instance_names
+from cmpx.argtypes import ValueRange, check_names
 from cmpx.comparison.output_map import resolve_output_map
-from cmpx.errors import BackendFailed, CmpxError, RemoteTraceback, UsageError, bounded
+from cmpx.comparison.pairing import check_reference, comparison_pairs, instance_names
+from cmpx.errors import BackendFailed, CmpxError, ModelError, RemoteTraceback, UsageError, bounded
 from cmpx.loaders.feeds import fit_feeds
 from cmpx.loaders.options import DataOptions
 from cmpx.model.info import ModelInfo, TensorSpec, read_model
@@ -44,8 +45,8 @@ def build_plan(checked: Preflight, warn: Callable[[str], None], scratch: str | N
         raise UsageError(f"cmpx run needs a --backend to run, or at least two saved runs to compare (got "
                          f"{len(names)}); available backends: {', '.join(plugins.backends.names())}")
     check_reference(request.reference, names)
-    graph, mark = _marking(request, model, bool(saved) and checked.model_format is None)
-    _warn_about_marking(backends, mark, warn)
+    graph, mark, excluded = _marking(request, model, bool(saved) and checked.model_format is None)
+    _check_marking(request, backends, names, mark, warn)
     output_names = ([s.name for s in model.outputs] + list(mark)) if model else _saved_output_names(saved)
     what = ("model outputs" + (" and marked tensors" if mark else "")) if model else "saved outputs"
     for option, values in checked.per_output_options.items():
@@ -54,8 +55,16 @@ def build_plan(checked: Preflight, warn: Callable[[str], None], scratch: str | N
     if model is not None:
         check_names("--output-map", output_map, output_names, what)
         check_names("--postprocess", checked.postprocess.by_output, output_names, what)
+        for spec in model.outputs:
+            if not spec.is_tensor and spec.name in checked.postprocess.by_output:
+                raise UsageError(f"--postprocess {spec.name}:...: top-k applies to tensors, and {spec.name} is a "
+                                 f"{spec.value_type}")
+            if not spec.is_tensor and spec.name not in excluded and (request.save_outputs or "").endswith(".json"):
+                raise UsageError(f"--save-outputs {request.save_outputs}: Polygraphy's JSON holds tensors only, and "
+                                 f"{spec.name} is a {spec.value_type}; save to a directory (cmpx's format keeps its "
+                                 f"structure), or leave it out with --onnx-exclude-outputs {spec.name}")
 
-    feeds, inputs, iterations, dropped = None, (), None, []
+    feeds, inputs, iterations, dropped, ranges = None, (), None, [], []
     model_file = model.path if model is not None else None  # the file the backends and transforms load
     if model is not None and request.external_data_dir:
         from cmpx.model.external import external_data_view
@@ -64,9 +73,16 @@ def build_plan(checked: Preflight, warn: Callable[[str], None], scratch: str | N
     if model is not None and backends:
         check_names("--val-range", checked.ranges, [spec.name for spec in model.inputs], "model inputs")
         generates = checked.loader.generates
-        inputs = resolve_input_shapes(model.inputs, checked.shapes, warn, fill_dynamic=generates)
+        inputs = resolve_input_shapes(model.inputs, checked.shapes, warn, fill_dynamic=generates, dims=checked.dims)
+        if generates:
+            from cmpx.loaders.synthetic import DEFAULT_INT_RANGE
+            from cmpx.model.value_ranges import data_ranges
+
+            ranges = data_ranges(model.path, model.inputs, checked.default_range, checked.ranges,
+                                 DEFAULT_INT_RANGE)
         options = DataOptions(request.seed, request.iterations, checked.default_range, checked.ranges,
-                              tuple(request.load_inputs), request.data_loader_script)
+                              tuple(request.load_inputs), request.data_loader_script,
+                              {r.input: ValueRange(r.low, r.high) for r in ranges})
         loader = checked.loader
         feeds = _peeked(_fitted(loader.factory(options).feeds(inputs), inputs, loader.name, warn))
         iterations = (request.iterations or 1) if generates else request.iterations
@@ -75,7 +91,7 @@ def build_plan(checked: Preflight, warn: Callable[[str], None], scratch: str | N
             fresh = loader.factory(replace(options, iterations=count)).feeds(inputs)
             return _fitted(itertools.islice(fresh, count), inputs, loader.name, warn)
 
-        backends, dropped = _transformed(checked, model_file, backends, calibration, scratch, warn)
+        backends, dropped = _transformed(checked, model_file, backends, calibration, scratch, warn, mark)
     elif saved:
         iterations = min(len(b.source) for b in saved)
         if request.iterations:
@@ -96,7 +112,7 @@ def build_plan(checked: Preflight, warn: Callable[[str], None], scratch: str | N
                    save_inputs=request.save_inputs, save_outputs=request.save_outputs, iterations=iterations,
                    mark=mark, graph=graph, show_unmatched=request.show_unmatched, dropped=dropped,
                    output_map=output_map, postprocess=checked.postprocess, warm_up=request.warm_up,
-                   model_file=model_file, local_error_dir=local_error_dir)
+                   model_file=model_file, local_error_dir=local_error_dir, data_ranges=ranges, excluded=excluded)
     return plan, feeds
 
 
@@ -108,8 +124,6 @@ def _local_error_dir(request: RunRequest, mark: Sequence[str], names: Sequence[s
         return None
     if not mark:
         raise UsageError("--local-error measures each compared node: give --mark-all (or --onnx-outputs NAMES)")
-    from cmpx.comparison.pairing import comparison_pairs
-
     live = {b.name for b in backends}
     if not any(backend in live for backend, _ in comparison_pairs(names, request.reference)):
         raise UsageError("--local-error runs nodes on a live backend compared against a reference, and this run has "
@@ -119,47 +133,79 @@ def _local_error_dir(request: RunRequest, mark: Sequence[str], names: Sequence[s
     return os.path.join(scratch, "local-error")
 
 
-def _warn_about_marking(backends: Sequence[BackendPlan], mark: Sequence[str], warn: Callable[[str], None]) -> None:
+def _check_marking(request: RunRequest, backends: Sequence[BackendPlan], names: Sequence[str], mark: Sequence[str],
+                   warn: Callable[[str], None]) -> None:
+    """Marking changes some backends' fusion (a warning). A backend that cannot mark leaves its pairs with the
+    model's outputs only: a warning naming them, and an error if every pair is affected or --strict-marking."""
     for backend in backends:
         marks_own = any(option.marks and backend.options.get(option.name) for option in backend.spec.options)
         if backend.spec.marking_changes_fusion and (mark or marks_own):
             warn(f"marking outputs changes {backend.name}'s layer fusion: the marked model can compute differently "
                  "from the unmarked one")
-    if mark and not any(b.spec.supports_marking for b in backends):
-        warn(f"no backend of this run can mark tensors ({', '.join(dict.fromkeys(b.spec.name for b in backends))}); "
-             "only the model's outputs are compared")
+    unable = [b.name for b in backends if not b.spec.supports_marking]
+    if not mark or not unable:
+        return
+    pairs = comparison_pairs(list(names), request.reference)
+    affected = [f"{b} vs {r}" for b, r in pairs if b in unable or r in unable]
+    if not affected:
+        return
+    who = f"{', '.join(unable)} cannot mark tensors"
+    if len(affected) == len(pairs):
+        raise UsageError(f"{who}, so {', '.join(affected)} would compare only the model's outputs and no pair of "
+                         "this run would compare a marked tensor; add a backend that can mark (e.g. --backend "
+                         "onnxref) to compare with, or leave out --mark-all / --onnx-outputs")
+    if request.strict_marking:
+        raise UsageError(f"{who}, so {', '.join(affected)} would compare only the model's outputs "
+                         "(--strict-marking); leave it out, or leave out --strict-marking to compare the other "
+                         "pairs' marked tensors")
+    verb = "compares" if len(affected) == 1 else "compare"
+    warn(f"{who}: {', '.join(affected)} {verb} only the model's outputs, not the marked tensors "
+         "(--strict-marking makes this an error)")
 
 
-def _marking(request: RunRequest, model: ModelInfo | None, has_saved: bool) -> tuple[Any, list[str]]:
-    """The model's tensor graph (for the first divergence) and the intermediate tensors to mark."""
+def _marking(request: RunRequest, model: ModelInfo | None, has_saved: bool
+             ) -> tuple[Any, list[str], frozenset[str]]:
+    """The model's tensor graph (for the first divergence), the intermediate tensors to mark, and the model
+    outputs left out (--onnx-exclude-outputs naming an output: a sequence no backend compares, say)."""
     wants_marks = bool(request.onnx_outputs or request.mark_all)
-    if request.onnx_exclude_outputs and not wants_marks:
-        raise UsageError("--onnx-exclude-outputs needs --onnx-outputs or --mark-all")
     if model is None:
-        if wants_marks:
+        if wants_marks or request.onnx_exclude_outputs:
             raise UsageError("marking tensors needs a MODEL: cmpx run MODEL --backend ... --mark-all")
-        return None, []
+        return None, [], frozenset()
+    from cmpx.model.marking import excluded_outputs, expand_words, is_pattern, select_tensors
+
+    exclude = expand_words("--onnx-exclude-outputs", request.onnx_exclude_outputs)
+    outputs = [spec.name for spec in model.outputs] + [name for name, _ in model.unsupported]
+    excluded, exclude = excluded_outputs(exclude, outputs, marking=wants_marks)
+    for name, why in model.unsupported:
+        if name not in excluded:
+            raise ModelError(f"output {name!r} of {model.path} {why}; leave it out with --onnx-exclude-outputs "
+                             f"{name}")
+    if not set(outputs) - excluded:
+        raise UsageError("--onnx-exclude-outputs leaves out every output of the model; nothing would be compared")
     if not (wants_marks or has_saved):
-        return None, []
+        return None, [], excluded
     from cmpx.model.graph import load_structure, tensor_graph
-    from cmpx.model.marking import expand_words, select_tensors
 
     graph = tensor_graph(load_structure(model.path))
     if not wants_marks:
-        return graph, []
+        return graph, [], excluded
     words = expand_words("--onnx-outputs", request.onnx_outputs) + (["*"] if request.mark_all else [])
-    exclude = expand_words("--onnx-exclude-outputs", request.onnx_exclude_outputs)
-    outputs = {spec.name for spec in model.outputs}
-    selected = select_tensors("--onnx-outputs", words, exclude, graph.markable(),
-                              hint=f"list them with: cmpx tensors {model.path}")
-    return graph, [name for name in selected if name not in outputs]
+    words = [word for word in words if word not in outputs]  # a model output is compared anyway, of any type
+    markable = graph.markable()
+    exclude = [word for word in exclude if not is_pattern(word) or fnmatch.filter(markable, word)
+               or not fnmatch.filter(outputs, word)]  # a pattern that only matched outputs has done its job
+    selected = select_tensors("--onnx-outputs", words, exclude, markable,
+                              hint=f"list them with: cmpx tensors {model.path}", unmarkable=graph.unmarkable())
+    return graph, [name for name in selected if name not in outputs], excluded
 
 
 def _transformed(checked: Preflight, model_file: str, backends: Sequence[BackendPlan], calibration: Any,
-                 scratch: str | None, warn: Callable[[str], None]
+                 scratch: str | None, warn: Callable[[str], None], mark: Sequence[str]
                  ) -> tuple[list[BackendPlan], list[tuple[BackendPlan, BackendFailed]]]:
     """Make each transformed model once and point the backends that run it at it. A transform that fails on the
-    model fails the backends that would run it (returned apart, with their errors), not the whole run."""
+    model fails the backends that would run it (returned apart, with their errors), not the whole run. Marked
+    tensors that a transformed graph no longer computes (fused away) are noted on its backends."""
     from cmpx.transforms.options import TransformOptions
 
     request = checked.request
@@ -169,9 +215,9 @@ def _transformed(checked: Preflight, model_file: str, backends: Sequence[Backend
     directory = request.save_transformed or scratch
     if directory is None:
         raise UsageError("transformed models need a directory: give --save-transformed DIR")
-    if not request.external_data_dir:  # (the view made for --external-data-dir checked its data files already)
-        from cmpx.model.graph import check_external_data
+    from cmpx.model.graph import check_external_data, produced
 
+    if not request.external_data_dir:  # (the view made for --external-data-dir checked its data files already)
         check_external_data(model_file)
     os.makedirs(directory, exist_ok=True)
     options = TransformOptions(tuple(request.keep_fp32), request.calibration_iterations, request.calibration_cache)
@@ -189,7 +235,12 @@ def _transformed(checked: Preflight, model_file: str, backends: Sequence[Backend
             continue
         if getattr(transform, "calibrated_from_cache", False):
             warn(f"{name}: calibrated ranges read from {request.calibration_cache} (delete it to recalibrate)")
-        made[name] = (path, getattr(transform, "suggested_tolerance", None))
+        absent = frozenset()
+        if mark:
+            import onnx
+
+            absent = frozenset(mark) - produced(onnx.load(path, load_external_data=False))
+        made[name] = (path, absent)
     runnable, dropped = [], []
     for backend in backends:
         if backend.transform in failed:
@@ -199,7 +250,7 @@ def _transformed(checked: Preflight, model_file: str, backends: Sequence[Backend
             dropped.append((backend, error))
         elif backend.transform:
             runnable.append(replace(backend, model_path=made[backend.transform][0],
-                                    suggested_tolerance=made[backend.transform][1]))
+                                    absent_marks=made[backend.transform][1]))
         else:
             runnable.append(backend)
     return runnable, dropped

@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from cmpx.argtypes import PerOutput, ValueRange, check_names, check_stat, parse_input_shapes, parse_per_output, \
+from cmpx.argtypes import PerOutput, ValueRange, check_names, check_stat, parse_per_output, parse_shape_words, \
     parse_val_ranges, quantile, seconds, threshold, tolerance
 from cmpx.comparison.compare import ComparisonSettings
 from cmpx.comparison.metric_names import selected_metrics
@@ -47,6 +47,7 @@ class Preflight:
     model_format: str | None = None  # the model's suffix when it is in its backends' own format, not ONNX
     output_map: tuple[str, ...] = ()  # --output-map words, read against the outputs' names by the planner
     postprocess: Postprocess = field(default_factory=Postprocess)
+    dims: Mapping[str, int] = field(default_factory=dict)  # --input-shapes batch=4: named dimensions' sizes
 
 
 def preflight(request: RunRequest, plugins: PluginSet, settings: PluginSettings) -> Preflight:
@@ -57,7 +58,7 @@ def preflight(request: RunRequest, plugins: PluginSet, settings: PluginSettings)
     _check_unused_backend_options(request, plugins, {spec.name for spec in specs})
     _check_scalars(request)
     comparison, per_output_options = _comparison_settings(request, plugins)
-    shapes = parse_input_shapes(request.input_shapes)
+    shapes, dims = parse_shape_words(request.input_shapes)
     default_range, ranges = parse_val_ranges(request.val_range)
     loader = _loader(request, plugins)
     _check_outputs(request)
@@ -70,7 +71,7 @@ def preflight(request: RunRequest, plugins: PluginSet, settings: PluginSettings)
     model_format = _check_model_format(request, plugins, backends)
     return Preflight(request, plugins, settings, backends, _timeouts(request, backends), comparison,
                      per_output_options, shapes, default_range, ranges, loader, model_format,
-                     check_output_map(request.output_map), parse_postprocess(request.postprocess))
+                     check_output_map(request.output_map), parse_postprocess(request.postprocess), dims)
 
 
 def _check_outputs(request: RunRequest) -> None:

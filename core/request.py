@@ -53,6 +53,7 @@ class RunRequest:
     mark_all: bool = False
     show_unmatched: bool = False
     local_error: bool = False
+    strict_marking: bool = False
     fp16: bool = False
     bf16: bool = False
     int8: bool = False

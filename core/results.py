@@ -160,6 +160,10 @@ class PairResult:
     unmatched: list[tuple[str, str]] = field(default_factory=list)  # (tensor, the side that has it)
     first_divergence: Divergence | None = None
     note: str = ""  # why nothing (or not everything) was compared: both sides' names, and a hint
+    lacking: dict[str, str] = field(default_factory=dict)  # a side -> why it lacks marked tensors ("not in the
+    # int8 graph": its transform removed them); such tensors are in ``unmatched`` like the others
+    not_comparable: list[tuple[str, str]] = field(default_factory=list)  # (output, why): a sequence or map one
+    # side cannot produce, or an output returned as strings or objects; neither passed nor failed
 
     @property
     def passed(self) -> bool:

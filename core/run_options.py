@@ -36,6 +36,11 @@ def per_output_value(word: str) -> bool:
     return ":" in word or is_number(word)
 
 
+def _shape_word(word: str) -> bool:
+    """A word that can follow ``--input-shapes X:[1,3]``: another NAME:[...] or DIMENSION=SIZE."""
+    return (":" in word and "[" in word) or ("=" in word and not word.startswith("-"))
+
+
 def not_a_model(word: str) -> bool:
     return not word.lower().endswith(MODEL_SUFFIXES)
 
@@ -83,11 +88,14 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
             "of loaded or scripted data]", flags=("--iterations", "--iters")),
     _option("warm_up", INT, DATA, "inferences each backend runs before the first timed one (not compared, not "
             "timed)", metavar="N"),
-    _option("input_shapes", WORDS, DATA, "shapes for inputs with dynamic dimensions, e.g. X:[1,3,224,224] Y:[1,10]",
-            metavar="NAME:[D0,D1,...]", accepts=lambda w: ":" in w and "[" in w, python="shapes",
+    _option("input_shapes", WORDS, DATA, "shapes for inputs with dynamic dimensions, e.g. X:[1,3,224,224] Y:[1,10]; "
+            "DIMENSION=SIZE sets a named dimension in every input that has it, e.g. batch=4 sequence=128 (a size "
+            "given through one input's shape also applies to the others that share its dimension names)",
+            metavar="NAME:[D0,D1,...] | DIMENSION=SIZE", accepts=_shape_word, python="shapes",
             flags=("--input-shapes", "--inputs")),
-    _option("val_range", WORDS, DATA, "range of synthetic values [default: floats [0,1), integers [0,9] "
-            "inclusive]", metavar="[LO,HI] | NAME:[LO,HI]", accepts=lambda w: "[" in w, python="ranges"),
+    _option("val_range", WORDS, DATA, "range of synthetic values [default: floats [0,1); integers: what the graph's "
+            "use calls for (an index into a table of N rows: [0,N-1]; a mask: [0,1]), else [0,9], inclusive; -v "
+            "says which and why]", metavar="[LO,HI] | NAME:[LO,HI]", accepts=lambda w: "[" in w, python="ranges"),
     _option("data_loader", TEXT, DATA, "where inputs come from (a registered data loader) [default: synthetic]",
             metavar="NAME"),
     _option("data_loader_script", TEXT, DATA, "a Python function (default load_data) returning an iterable of "
@@ -136,6 +144,9 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
             "error, its inputs taken from the reference's values (iteration 0), and rank the nodes by it; a node "
             "that fails only with the error reaching it is marked inheriting. Costs one load and one inference of "
             "a one-node model per node, on each backend compared against a reference"),
+    _option("strict_marking", FLAG, LAYERS, "make it an error (exit 2, before any inference) that a backend of a "
+            "--mark-all / --onnx-outputs run cannot mark tensors, instead of a warning naming the pairs that then "
+            "compare only the model's outputs"),
     _option("fp16", FLAG, PRECISION, "run the backends that take precision flags (TensorRT) on the fp16 graph; "
             "others: --backend NAME:fp16"),
     _option("bf16", FLAG, PRECISION, "the same with the bf16 graph"),

@@ -1,8 +1,10 @@
 import math
+import re
 
 import pytest
 
-from cmpx.argtypes import PerOutput, parse_input_shapes, parse_per_output, parse_val_ranges, tolerance
+from cmpx.argtypes import PerOutput, parse_input_shapes, parse_per_output, parse_shape_words, parse_val_ranges, \
+    tolerance
 from cmpx.errors import UsageError
 from cmpx.model.info import TensorSpec
 from cmpx.model.shapes import resolve_input_shapes
@@ -55,7 +57,53 @@ def test_dynamic_dims_become_one_and_the_warning_names_the_input():
     warnings = []
     resolved = resolve_input_shapes(INPUTS, {}, warnings.append)
     assert [s.shape for s in resolved] == [(1, 3, 1), (2,)]
-    assert warnings == ["input X has dynamic shape [N,3,?]; using [1, 3, 1]. Set it with --input-shapes X:[1,3,1]"]
+    assert warnings == ["input X has dynamic shape [N,3,?]; using [1, 3, 1]. Set it with --input-shapes X:[1,3,1], "
+                        "or by name for every input that has it: --input-shapes N=1"]
+
+
+# Issue 17, finding 2: inputs exported with shared symbolic dimensions (BERT's input_ids, attention_mask and
+# token_type_ids are all [batch, sequence]) must get one size per symbol, however it was given.
+BERT_INPUTS = [TensorSpec(name, "int64", ("batch", "sequence")) for name in
+               ("input_ids", "attention_mask", "token_type_ids")] + [TensorSpec("image", "float32", ("batch", 3))]
+
+
+def test_a_size_given_through_one_input_applies_to_every_input_sharing_its_dimension_names():
+    warnings = []
+    resolved = resolve_input_shapes(BERT_INPUTS, {"input_ids": (4, 128)}, warnings.append)
+    assert [s.shape for s in resolved] == [(4, 128), (4, 128), (4, 128), (4, 3)]
+    assert warnings == []
+
+
+def test_dimensions_set_by_name_and_the_python_apis_words():
+    shapes, dims = parse_shape_words(["batch=4", "sequence=128"])
+    assert shapes == {} and dims == {"batch": 4, "sequence": 128}
+    resolved = resolve_input_shapes(BERT_INPUTS, shapes, print, dims=dims)
+    assert {s.shape for s in resolved} == {(4, 128), (4, 3)}
+    shapes, dims = parse_shape_words(["image:[2,3]", "sequence=7"])
+    assert [s.shape for s in resolve_input_shapes(BERT_INPUTS, shapes, print, dims=dims)][:2] == [(2, 7), (2, 7)]
+
+
+@pytest.mark.parametrize("words, message", [
+    (["input_ids:[4,128]", "attention_mask:[2,128]"], "input_ids:[4,128] sets dimension batch to 4, but "
+                                                      "attention_mask:[2,128] sets it to 2"),
+    (["batch=4", "image:[2,3]"], "batch=4 sets dimension batch to 4, but image:[2,3] sets it to 2"),
+    (["batc=4"], "no input of the model has a dimension named 'batc'; its named dimensions are: batch, sequence"),
+    (["batch=4", "batch=2"], "dimension batch is given twice"),
+    (["batch=-1"], "batch=-1 is negative"),
+    (["batch=four"], "the size 'four' of dimension batch is not an integer"),
+])
+def test_conflicting_or_unknown_dimension_sizes_are_errors_naming_both(words, message):
+    with pytest.raises(UsageError, match=re.escape(message)):
+        shapes, dims = parse_shape_words(words)
+        resolve_input_shapes(BERT_INPUTS, shapes, print, dims=dims)
+
+
+def test_dimensions_left_at_1_are_named_once_not_once_per_input():
+    warnings = []
+    resolve_input_shapes(BERT_INPUTS, {}, warnings.append)
+    assert warnings == ["input input_ids has dynamic shape [batch,sequence]; using [1, 1]. Set it with --input-shapes "
+                        "input_ids:[1,1], or by name for every input that has them: --input-shapes batch=1 "
+                        "sequence=1"]
 
 
 def test_overrides_must_match_rank_and_static_dims_and_name_an_input():

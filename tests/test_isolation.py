@@ -25,10 +25,10 @@ KINDS = {"segfault": "crash", "abort": "crash", "exit": "crash", "sigkill": "cra
          "raise": "error", "hang": "timeout"}
 
 
-def run_faulty(run_cli, model, fault, tmp_path, *extra):
+def run_faulty(run_cli, model, fault, tmp_path, *extra, timeout=1):
     report = tmp_path / "report.json"
     result = run_cli("run", model, "--backend", "onnxrt", "--backend", "faulty", "--backend", "onnxref",
-                     "-p", "cmpx_test_faulty", "--faulty-fault", fault, "--timeout", "60", "faulty:1",
+                     "-p", "cmpx_test_faulty", "--faulty-fault", fault, "--timeout", "60", f"faulty:{timeout}",
                      "--report-json", report, *extra)
     return result, json.loads(report.read_text())
 
@@ -42,7 +42,9 @@ def test_crash_matrix(run_cli, models, tmp_path, monkeypatch, phase, kind):
     original = TextReporter.backend_failed
     monkeypatch.setattr(TextReporter, "backend_failed",
                         lambda self, error: (reported.append(time.time()), original(self, error))[1])
-    result, report = run_faulty(run_cli, models.matmul_chain, f"{phase}:{kind}", tmp_path)
+    # a hang is found by its 1 s timeout; anything else long before its 10 s one, however loaded the machine
+    hangs = kind == "hang"
+    result, report = run_faulty(run_cli, models.matmul_chain, f"{phase}:{kind}", tmp_path, timeout=1 if hangs else 10)
     assert result.exit_code == 3, result.output
     assert f"faulty failed during {phase}: " in result.output
     assert FAULTS[kind].format(phase=phase) in result.output
@@ -51,7 +53,7 @@ def test_crash_matrix(run_cli, models, tmp_path, monkeypatch, phase, kind):
     assert "[iteration 0] onnxrt vs onnxref (reference)" in result.output  # the survivors are compared
     assert re.search(r"PASSED  Y: max abs", result.output)
     noticed_within = reported[0] - float(stamp.read_text())  # from the fault to the report of it
-    assert noticed_within < (1.0 if kind != "hang" else 1.0 + 1.0), noticed_within
+    assert noticed_within < (1.0 + 1.0 if hangs else 5.0), noticed_within
     failure = next(b for b in report["backends"] if b["name"] == "faulty")["failure"]
     assert failure["phase"] == phase and failure["kind"] == KINDS[kind]
     assert report["pairs"][0]["backend"] == "onnxrt" and report["pairs"][0]["reference"] == "onnxref"

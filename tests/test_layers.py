@@ -76,7 +76,8 @@ def test_tensors_only_one_side_has_are_counted_not_failed(run_cli, models, tmp_p
                                    "cmpx tensors"),
     (("--onnx-outputs", "zz*"), "the pattern 'zz*' matches no tensor of the model"),
     (("--onnx-outputs", "@/nonexistent/list.txt"), "--onnx-outputs list not found: /nonexistent/list.txt"),
-    (("--onnx-exclude-outputs", "mm0"), "--onnx-exclude-outputs needs --onnx-outputs or --mark-all"),
+    (("--onnx-exclude-outputs", "mm0"), "--onnx-exclude-outputs mm0: without --onnx-outputs or --mark-all it leaves "
+                                        "out model outputs only, and 'mm0' is not one (the outputs: Y, S)"),
     (("--mark-all", "--atol", "nosuch:1"), "'nosuch' is not one of the model outputs and marked tensors"),
 ])
 def test_marking_errors_come_before_any_worker(run_cli, models, args, message):

@@ -30,18 +30,35 @@ def oracle(path: Path) -> ModelInfo | str:
     graph = model.graph
     initialized = {t.name for t in graph.initializer} | {s.values.name for s in graph.sparse_initializer}
     try:
-        inputs = tuple(_spec(v) for v in graph.input if v.name not in initialized)
-        outputs = tuple(_spec(v) for v in graph.output)
+        inputs = tuple(_spec(v, "input") for v in graph.input if v.name not in initialized)
+        outputs, unsupported = [], []
+        for value in graph.output:
+            try:
+                outputs.append(_spec(value, "output"))
+            except Unsupported as exc:
+                unsupported.append((value.name, str(exc)))
     except ValueError as exc:
         return str(exc)
-    return ModelInfo(str(path), inputs, outputs)
+    return ModelInfo(str(path), inputs, tuple(outputs), tuple(unsupported))
 
 
-def _spec(value) -> TensorSpec:
-    if value.type.WhichOneof("value") != "tensor_type":
-        raise ValueError("is not a tensor")
+class Unsupported(Exception):
+    """An output cmpx cannot compare, which a run may leave out (string tensors)."""
+
+
+def _spec(value, role: str) -> TensorSpec:
+    kind = value.type.WhichOneof("value")
+    if kind == "sequence_type" and role == "output":  # the only non-tensor the strategies below make
+        elem = value.type.sequence_type.elem_type.tensor_type.elem_type
+        return TensorSpec(value.name, ONNX_TO_NUMPY[elem], None, f"seq(tensor({ONNX_TO_NUMPY[elem]}))")
+    if kind == "sequence_type":
+        raise ValueError("is a sequence")
+    if kind != "tensor_type":
+        raise ValueError("is a value of no type")
     elem = value.type.tensor_type.elem_type
     if elem == ONNX_STRING:
+        if role == "output":
+            raise Unsupported("is a string tensor, and cmpx compares numbers")
         raise ValueError("is a string tensor")
     if elem not in ONNX_TO_NUMPY:
         raise ValueError(f"has ONNX element type {elem}")

@@ -7,6 +7,7 @@ import onnx
 from onnx.reference import ReferenceEvaluator
 
 from cmpx import Backend
+from cmpx_onnxref.ml_ops import NEW_OPS
 
 
 class OnnxrefBackend(Backend):
@@ -19,16 +20,26 @@ class OnnxrefBackend(Backend):
             onnx.load_external_data_for_model(model, model_directory(model_path))
         if self.options.get("opset") is not None:
             model = _converted(onnx.load(model) if isinstance(model, str) else model, int(self.options["opset"]))
-        self.evaluator = ReferenceEvaluator(model)
+        self.evaluator = ReferenceEvaluator(model, new_ops=NEW_OPS)
         self.output_names = list(self.evaluator.output_names)
+        self.optional = {o.name for o in self.evaluator.proto_.graph.output if o.type.HasField("optional_type")}
 
     def infer(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         outputs = self.evaluator.run(None, feeds)
-        return dict(zip(self.output_names, outputs))
+        return {name: _unwrapped(value) if name in self.optional else value
+                for name, value in zip(self.output_names, outputs)}
 
     def framework_version(self) -> str:
         """The reference evaluator is part of the onnx package: its version."""
         return onnx.__version__
+
+
+def _unwrapped(value):
+    """An optional output as ONNX Runtime gives it (the value, or None when empty): the reference evaluator's
+    Optional op holds it in a one-element list ([x], [None]), where a bare value (from other ops) is kept."""
+    if isinstance(value, list) and len(value) == 1 and (value[0] is None or isinstance(value[0], (list, np.ndarray))):
+        return value[0]
+    return value
 
 
 class OpsetConversionError(ValueError):

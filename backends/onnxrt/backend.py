@@ -43,7 +43,9 @@ class OnnxrtBackend(Backend):
                   if all(isinstance(d, int) and d >= 0 for d in o.shape)}
         self._shapes_by_inputs: dict[tuple, dict[str, tuple[int, ...]]] = {}
         self._static_shapes = static
-        self._cpu = providers == ["CPUExecutionProvider"]
+        # IOBinding binds tensors only: a model with a sequence or map output (a ZipMap) runs the plain way
+        self._bindable = providers == ["CPUExecutionProvider"] and all(o.type.startswith("tensor(")
+                                                                       for o in self.session.get_outputs())
 
     def infer(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         outputs = self.session.run(self.output_names, feeds)
@@ -52,7 +54,7 @@ class OnnxrtBackend(Backend):
     def infer_into(self, feeds: dict[str, np.ndarray], allocate) -> dict[str, np.ndarray]:
         """Bind outputs whose shapes are known (static, or seen before for these input shapes) to shared memory
         with IOBinding, so ONNX Runtime writes them where the coordinator reads them; others are copied once."""
-        if not self._cpu:
+        if not self._bindable:
             return self.infer(feeds)
         signature = tuple((name, array.shape, array.dtype.str) for name, array in sorted(feeds.items()))
         known = dict(self._static_shapes, **self._shapes_by_inputs.get(signature, {}))

@@ -23,8 +23,13 @@ def show_tensors(model: str, plugins: PluginSet) -> None:
     graph = tensor_graph(load_structure(info.path))
     markable = set(graph.markable())
     outputs = set(graph.graph_outputs)
-    rows = [(t.name, t.node or "-", t.op_type, t.dtype or "?", format_shape(t.shape),
-             "output" if t.name in outputs else ("" if t.name in markable else "not markable"))
+    structured = {spec.name: spec.value_type for spec in info.outputs if not spec.is_tensor}  # seq(map(...))...
+    unsupported = dict(info.unsupported)
+    rows = [(t.name, t.node or "-", t.op_type, structured.get(t.name) or t.dtype or "?",
+             "-" if t.name in structured else format_shape(t.shape),
+             ("output" + (", compared structurally" if t.name in structured else "")
+              + (f", not comparable: it {unsupported[t.name]}" if t.name in unsupported else ""))
+             if t.name in outputs else ("" if t.name in markable else "not markable"))
             for t in graph.tensors]
     widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(TENSOR_COLUMNS)]
     for row in [TENSOR_COLUMNS, *rows]:

@@ -69,6 +69,12 @@ class ComparisonContext:
 
 
 def compare_output(name: str, actual: Any, reference: Any, settings: ComparisonSettings) -> OutputResult:
+    from cmpx.structured import Structured
+
+    if isinstance(actual, Structured) or isinstance(reference, Structured):
+        from cmpx.comparison.structural import compare_structured
+
+        return compare_structured(name, actual, reference, settings)
     if tuple(actual.shape) != tuple(reference.shape):
         return OutputResult(name, note=f"shape mismatch: {list(actual.shape)} vs reference "
                                        f"{list(reference.shape)}", failed_early=True)
@@ -79,13 +85,35 @@ def compare_output(name: str, actual: Any, reference: Any, settings: ComparisonS
 
 
 def compare_tensor(pairs: Sequence[PairResult], tensor: str, arrays: Mapping[str, Any],
-                   settings: ComparisonSettings, required: Container[str]) -> bool:
+                   settings: ComparisonSettings, required: Container[str],
+                   structured: Mapping[str, str] | None = None) -> bool:
     """Compare one tensor in every pair, given ``arrays`` (backend name -> that backend's array).
 
     A tensor only one side of a pair has fails that pair if it is ``required`` (a model output), naming the side
-    that lacks it; otherwise it is recorded as unmatched. Returns True if --fail-fast should stop here.
+    that lacks it; otherwise it is recorded as unmatched. An output that is not a tensor (``structured``: its
+    name -> its type) and that one side could not produce, or one a side returned in a form cmpx cannot compare,
+    is recorded as not comparable, and fails nothing. Returns True if --fail-fast should stop here.
     """
+    from cmpx.structured import NotComparable
+
     for pair in pairs:
+        sides = [side for side in (pair.backend, pair.reference) if side in arrays]
+        unusable = [side for side in sides if isinstance(arrays[side], NotComparable)]
+        if unusable:
+            why = "; ".join(f"{side} returned it in a form cmpx cannot compare: {arrays[side].reason}"
+                            for side in unusable)
+            if tensor in required and not (structured and tensor in structured):  # a tensor output: a failure
+                pair.outputs.append(OutputResult(tensor, note=why, failed_early=True))
+                if settings.fail_fast:
+                    return True
+            else:
+                pair.not_comparable.append((tensor, why))
+            continue
+        if len(sides) == 1 and structured and tensor in structured:
+            missing = pair.reference if sides[0] == pair.backend else pair.backend
+            article = "an" if structured[tensor].startswith("optional") else "a"
+            pair.not_comparable.append((tensor, f"{missing} does not produce it ({article} {structured[tensor]})"))
+            continue
         if pair.backend in arrays and pair.reference in arrays:
             pair.outputs.append(compare_output(tensor, arrays[pair.backend], arrays[pair.reference], settings))
         elif pair.backend in arrays or pair.reference in arrays:

@@ -36,6 +36,10 @@ def unfulfilled(request: RunRequest, plan: RunPlan, result: RunResult) -> list[s
         name = getattr(metric, "name", "?")
         if name not in result.metrics_ran:
             found.append(f"--compare {name} never ran: every output failed before it could be compared")
+    not_comparable = {output: why for pair in result.pairs for output, why in pair.not_comparable}
+    for output, why in not_comparable.items():
+        if output not in compared:
+            found.append(f"output {output} was not compared: {why}")
     if plan.mark:
         missed = [name for name in plan.mark if name not in compared]
         for word in request.onnx_outputs:
@@ -46,6 +50,7 @@ def unfulfilled(request: RunRequest, plan: RunPlan, result: RunResult) -> list[s
                 found.append(f"--onnx-outputs {word}: none of its {len(matched)} tensor(s) was compared (no pair "
                              "produced them on both sides; --show-unmatched lists them)")
         if missed:
-            found.append(f"{len(missed)} of {len(plan.mark)} marked tensor(s) were never compared (only one side of "
-                         "each pair produced them, or no backend of the run can mark tensors)")
+            found.append(f"{len(missed)} of {len(plan.mark)} marked tensor(s) were never compared (no pair produced "
+                         "them on both sides: a transformed graph no longer computes them, or a backend of the run "
+                         "cannot mark tensors)")
     return found

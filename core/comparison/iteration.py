@@ -13,8 +13,10 @@ from typing import TYPE_CHECKING, Any
 from cmpx.comparison.compare import compare_tensor
 from cmpx.comparison.divergence import first_divergence
 from cmpx.comparison.pairing import comparison_pairs
+from cmpx.comparison.structural import conform
 from cmpx.comparison.validation import find_non_finite
 from cmpx.results import PairResult
+from cmpx.structured import NotComparable, Structured
 
 if TYPE_CHECKING:
     from cmpx.local_error.keeper import ReferenceKeeper
@@ -37,6 +39,8 @@ class IterationComparer:
         self.keeper = keeper  # --local-error: keeps the reference's values of iteration 0
         self.warned: set[tuple[str, str]] = set()
         self.wants_values = plan.single or bool(getattr(reporter, "wants_values", False))
+        outputs = plan.model.outputs if plan.model else ()
+        self.structured = {spec.name: spec for spec in outputs if not spec.is_tensor}  # sequences, maps...
 
     def compare(self, iteration: int, digest: str | None, sources: dict[str, TensorSource]) -> None:
         plan = self.plan
@@ -55,12 +59,17 @@ class IterationComparer:
         required = plan.required_outputs or frozenset(t for name in order for t in names[name])
         live = {b.name for b in plan.backends}
         values: dict[str, list[Any]] = {}
-        for tensor in dict.fromkeys(t for name in order for t in names[name]):
+        for tensor in dict.fromkeys(t for name in order for t in names[name] if t not in plan.excluded):
             arrays = {name: sources[name].load(names[name][tensor]) for name in order if tensor in names[name]}
+            if tensor in self.structured:
+                arrays = {name: conform(array, self.structured[tensor].dtype) for name, array in arrays.items()}
             for name, array in arrays.items():
                 self._inspect(name, iteration, tensor, array, live, values)
-            arrays = {name: plan.postprocess.apply(tensor, array) for name, array in arrays.items()}
-            stop = compare_tensor(pairs, tensor, arrays, plan.comparison, required)
+            if tensor not in self.structured:  # top-k applies to tensors
+                arrays = {name: plan.postprocess.apply(tensor, array) if not isinstance(array, NotComparable)
+                          else array for name, array in arrays.items()}
+            stop = compare_tensor(pairs, tensor, arrays, plan.comparison, required,
+                                  {name: spec.value_type for name, spec in self.structured.items()})
             del arrays
             for name in order:
                 if tensor in names[name]:
@@ -75,7 +84,11 @@ class IterationComparer:
             self.reporter.outputs_described(name, iteration, stats)
         if self.keeper is not None:
             self.keeper.compared(iteration, pairs)
+        transformed = {b.name: b.transform for b in plan.backends if b.absent_marks}
         for pair in pairs:
+            for side in (pair.backend, pair.reference):
+                if side in transformed and any(has != side for _, has in pair.unmatched):
+                    pair.lacking[side] = f"not in the {transformed[side]} graph"
             if plan.graph is not None:
                 pair.first_divergence = first_divergence(plan.graph, {o.output: o for o in pair.outputs})
             if not pair.outputs or any(o.missing_in for o in pair.outputs):
@@ -92,18 +105,21 @@ class IterationComparer:
     def _inspect(self, name: str, iteration: int, tensor: str, array: Any, live: set[str],
                  values: dict[str, list[Any]]) -> None:
         """What happens to every tensor of every backend, compared or not: saved, checked, described."""
+        if isinstance(array, NotComparable):
+            return
         if name in live and self.outputs_writer is not None:
             self.outputs_writer.tensor(name, iteration, tensor, array)
-        if self.keeper is not None:
+        flat = array.values if isinstance(array, Structured) else array
+        if self.keeper is not None and not isinstance(array, Structured):
             self.keeper.tensor(iteration, name, tensor, array)
         if self.plan.validate:
-            for finding in find_non_finite(name, {tensor: array}):
+            for finding in find_non_finite(name, {tensor: flat}):
                 self.result.non_finite.append(finding)
                 self.reporter.non_finite(finding)
         if self.wants_values and (tensor in self.plan.required_outputs or not self.plan.required_outputs):
             from cmpx.comparison.values import value_stats
 
-            values.setdefault(name, []).append(value_stats(tensor, array))
+            values.setdefault(name, []).append(value_stats(tensor, flat))
 
     def _once(self, kind: str, name: str) -> bool:
         if (kind, name) in self.warned:

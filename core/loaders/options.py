@@ -12,7 +12,9 @@ from cmpx.argtypes import ValueRange
 class DataOptions:
     """``seed`` (iteration i uses seed + i); ``iterations`` (None: the loader's own count, 1 for synthetic data);
     value ranges: ``default_range`` for every input without an entry in ``ranges`` (None: the loader's own
-    default for the dtype); ``paths`` of saved inputs (--load-inputs); ``script`` (--data-loader-script)."""
+    default for the dtype); ``paths`` of saved inputs (--load-inputs); ``script`` (--data-loader-script).
+    ``integer_ranges``: cmpx's own ranges for integer inputs without a given range, read from how the graph uses
+    them (cmpx.model.value_ranges); a generating loader uses them where the user gave no range."""
 
     seed: int = 1
     iterations: int | None = None
@@ -20,3 +22,4 @@ class DataOptions:
     ranges: Mapping[str, ValueRange] = field(default_factory=dict)
     paths: tuple[str, ...] = ()
     script: str | None = None
+    integer_ranges: Mapping[str, ValueRange] = field(default_factory=dict)

@@ -4,9 +4,10 @@ Iteration i draws from ``numpy.random.RandomState(seed + i)``, input by input in
 Polygraphy makes, so the same seed gives the same feeds as ``polygraphy run --seed``: floats and bools always, and
 integers whenever their range is given (``--val-range``). Integers without a given range differ on purpose:
 Polygraphy draws them from {0, 1}, which never exercises an index other than 0 and 1, while cmpx draws them from
-its own default range. Those values come from a side stream of their own (seeded by the seed, the iteration and
-the input's position), and the main stream is advanced exactly as Polygraphy's {0, 1} draw advances it, so the
-floats and bools after an integer input still match Polygraphy's.
+its own range: the one the graph's use of the input calls for (an index into a 2-row table gets [0, 1]: see
+cmpx.model.value_ranges), else its default. Those values come from a side stream of their own (seeded by the seed,
+the iteration and the input's position), and the main stream is advanced exactly as Polygraphy's {0, 1} draw
+advances it, so the floats and bools after an integer input still match Polygraphy's.
 """
 
 from __future__ import annotations
@@ -63,9 +64,10 @@ class SyntheticDataLoader:
             if not (math.isfinite(chosen.low) and math.isfinite(chosen.high)):
                 raise UsageError(f"--val-range for {spec.name}: bounds must be finite numbers")
             return chosen
-        info = _int_info(dtype)
-        if chosen is None:  # the default, narrowed for tiny types such as int2 ([-2, 1] -> [0, 1])
-            return ValueRange(max(DEFAULT_INT_RANGE.low, info[0]), min(DEFAULT_INT_RANGE.high, info[1]))
+        info = int_limits(dtype)
+        if chosen is None:  # the graph's range, else the default, narrowed for tiny types ([-2, 1] -> [0, 1])
+            own = self.options.integer_ranges.get(spec.name, DEFAULT_INT_RANGE)
+            return ValueRange(max(own.low, info[0]), min(own.high, info[1]))
         if chosen.low != int(chosen.low) or chosen.high != int(chosen.high):
             raise UsageError(f"--val-range for {spec.name}: {spec.dtype} input needs integer bounds, "
                              f"e.g. {spec.name}:[0,9]")
@@ -96,7 +98,8 @@ def sample(rng: np.random.RandomState, dtype: np.dtype, shape: tuple[int, ...], 
     return rng.randint(low, high + 1, size=shape, dtype=np.int64).astype(dtype)  # int4, uint4, int2...
 
 
-def _int_info(dtype: np.dtype) -> tuple[int, int]:
+def int_limits(dtype: np.dtype) -> tuple[int, int]:
+    """The smallest and largest value of an integer dtype (numpy's, or ml_dtypes' int4, int2...)."""
     if dtype.kind in "iu":
         info = np.iinfo(dtype)
     else:

@@ -41,6 +41,13 @@ class TensorGraph:
         """Tensors that can be exposed: typed, not produced by Constant nodes (nothing to compare there)."""
         return [t.name for t in self.tensors if t.dtype is not None and t.op_type != "Constant"]
 
+    def unmarkable(self) -> dict[str, str]:
+        """The other tensors, each with why it cannot be marked."""
+        return {t.name: (f"it is the output of a Constant node ({t.node or 'unnamed'})" if t.op_type == "Constant"
+                         else f"shape inference gives no tensor type for it ({t.op_type} {t.node or 'unnamed'}: "
+                         "not a tensor, or an op that onnx cannot infer)")
+                for t in self.tensors if t.dtype is None or t.op_type == "Constant"}
+
 
 def load_structure(model_path: str):
     """The ModelProto without external weights, with inferred shapes and types where possible."""
@@ -82,20 +89,27 @@ def tensor_graph(model) -> TensorGraph:
 
 
 def expose(model, names: Iterable[str]):
-    """Add ``names`` as graph outputs where ``model`` computes them with a known type (a transformed graph may
-    lack some); returns the same ModelProto. Tensors left out are simply absent from the backend's results."""
+    """Add ``names`` as graph outputs where a node of ``model`` computes them with a known type (a transformed
+    graph may lack some: a quantizer fuses Conv and Relu, yet keeps the old tensors' types in value_info); returns
+    the same ModelProto. Tensors left out are simply absent from the backend's results."""
     from onnx import helper
 
     graph = model.graph
     existing = {o.name for o in graph.output}
     typed = {value.name: value for value in graph.value_info}
+    computed = produced(model)
     for name in names:
         value = typed.get(name)
-        if name in existing or value is None:
+        if name in existing or value is None or name not in computed:
             continue
         graph.output.append(helper.make_value_info(name, value.type))
         existing.add(name)
     return model
+
+
+def produced(model) -> set[str]:
+    """The names of the tensors the main graph's nodes compute."""
+    return {name for node in model.graph.node for name in node.output if name}
 
 
 def check_external_data(model_path: str) -> None:

@@ -21,11 +21,21 @@ def format_shape(shape: tuple[Dim, ...] | None) -> str:
 
 @dataclass(frozen=True)
 class TensorSpec:
-    """A model input or output: name, numpy dtype name, and shape (None when even the rank is unknown)."""
+    """A model input or output: name, numpy dtype name, and shape (None when even the rank is unknown).
+
+    ``value_type`` is set for an output that is not a tensor: a sequence, a map or an optional, written as ONNX
+    writes types with numpy's dtype names (``seq(map(int64,tensor(float32)))``); ``dtype`` is then that of the
+    tensors it holds and ``shape`` None. Such outputs are compared structurally (cmpx.structured).
+    """
 
     name: str
     dtype: str
     shape: tuple[Dim, ...] | None
+    value_type: str | None = None
+
+    @property
+    def is_tensor(self) -> bool:
+        return self.value_type is None
 
     @property
     def is_static(self) -> bool:
@@ -37,9 +47,13 @@ class TensorSpec:
 
 @dataclass(frozen=True)
 class ModelInfo:
+    """A model's inputs and outputs; ``unsupported``: (name, why) of the outputs cmpx cannot compare (string or
+    sparse tensors), which a run must leave out (--onnx-exclude-outputs NAME)."""
+
     path: str
     inputs: tuple[TensorSpec, ...]
     outputs: tuple[TensorSpec, ...]
+    unsupported: tuple[tuple[str, str], ...] = ()
 
 
 def read_model(path: str) -> ModelInfo:
@@ -62,9 +76,14 @@ def read_model(path: str) -> ModelInfo:
     if ir_version <= 0 or not graph.outputs:
         raise ModelError(f"not a valid ONNX model: {path} (no IR version or no graph outputs); "
                          "check that the file is a complete .onnx export")
-    inputs = tuple(_spec(value, path) for value in graph.inputs if value.name not in graph.initialized)
-    outputs = tuple(_spec(value, path) for value in graph.outputs)
-    return ModelInfo(path, inputs, outputs)
+    inputs = tuple(_spec(value, path, "input") for value in graph.inputs if value.name not in graph.initialized)
+    outputs, unsupported = [], []
+    for value in graph.outputs:
+        try:
+            outputs.append(_spec(value, path, "output"))
+        except _Unsupported as exc:
+            unsupported.append((value.name, str(exc)))
+    return ModelInfo(path, inputs, tuple(outputs), tuple(unsupported))
 
 
 # Field numbers from onnx/onnx.proto.
@@ -72,9 +91,10 @@ _MODEL_IR_VERSION, _MODEL_GRAPH = 1, 7
 _GRAPH_INITIALIZER, _GRAPH_INPUT, _GRAPH_OUTPUT, _GRAPH_SPARSE_INITIALIZER = 5, 11, 12, 15
 _TENSOR_NAME, _SPARSE_TENSOR_VALUES = 8, 1
 _VALUE_NAME, _VALUE_TYPE = 1, 2
-_TYPE_TENSOR = 1
+_TYPE_TENSOR, _TYPE_SEQUENCE, _TYPE_MAP, _TYPE_OPTIONAL = 1, 4, 5, 9
 _TYPE_KINDS = {1: "tensor", 4: "sequence", 5: "map", 8: "sparse tensor", 9: "optional"}  # the TypeProto oneof
 _TENSOR_TYPE_ELEM, _TENSOR_TYPE_SHAPE, _SHAPE_DIM, _DIM_VALUE, _DIM_PARAM = 1, 2, 1, 1, 2
+_INNER_TYPE, _MAP_KEY, _MAP_VALUE = 1, 1, 2  # Sequence/Optional.elem_type, Map.key_type, Map.value_type
 
 
 @dataclass
@@ -84,9 +104,11 @@ class _ValueInfo:
 
     name: str = ""
     kind: str | None = None  # which member of TypeProto's oneof is set
-    elem_type: int = 0
+    elem_type: int = 0  # a tensor's; for a sequence, map or optional, that of the tensors it holds
     has_shape: bool = False
     dims: list[Dim] = field(default_factory=list)
+    text: str = ""  # a sequence's, map's or optional's type, e.g. seq(map(int64,tensor(float32)))
+    problem: str = ""  # why such a type cannot be compared (a sparse tensor inside it, unknown element types)
 
 
 @dataclass
@@ -134,12 +156,52 @@ def _decode_value(data: memoryview) -> _ValueInfo:
         if number == _VALUE_NAME:
             info.name = text(value, "ValueInfoProto.name")
         elif number == _VALUE_TYPE:
-            for kind, _, member in fields(message(value, "ValueInfoProto.type")):
-                if kind in _TYPE_KINDS:
-                    info.kind = _TYPE_KINDS[kind]
-                    if kind == _TYPE_TENSOR:
-                        _decode_tensor_type(message(member, "TypeProto.tensor_type"), info)
+            _decode_type(message(value, "ValueInfoProto.type"), info, top=True)
     return info
+
+
+def _decode_type(data: memoryview, info: _ValueInfo, top: bool) -> str:
+    """Decode a TypeProto into ``info`` (its kind at the top; the element type of the tensors it holds) and
+    return its text."""
+    text = "?"
+    for kind, _, member in fields(data):
+        if kind not in _TYPE_KINDS:
+            continue
+        if top:
+            info.kind = _TYPE_KINDS[kind]
+        if kind == _TYPE_TENSOR:
+            inner = _ValueInfo()
+            _decode_tensor_type(message(member, "TypeProto.tensor_type"), inner if not top else info)
+            elem = (info if top else inner).elem_type
+            if not top:
+                info.elem_type = info.elem_type or elem
+                if info.elem_type != elem:
+                    info.problem = "it holds tensors of different element types"
+            text = f"tensor({_element_name(elem)})"
+        elif kind in (_TYPE_SEQUENCE, _TYPE_OPTIONAL):
+            inner_text = "?"
+            for number, _, value in fields(message(member, "TypeProto.sequence_type")):
+                if number == _INNER_TYPE:
+                    inner_text = _decode_type(message(value, "TypeProto elem_type"), info, top=False)
+            text = f"{'seq' if kind == _TYPE_SEQUENCE else 'optional'}({inner_text})"
+        elif kind == _TYPE_MAP:
+            key, value_text = 0, "?"
+            for number, _, value in fields(message(member, "TypeProto.map_type")):
+                if number == _MAP_KEY:
+                    key = as_int64(integer(value, "TypeProto.Map.key_type"))
+                elif number == _MAP_VALUE:
+                    value_text = _decode_type(message(value, "TypeProto.Map.value_type"), info, top=False)
+            text = f"map({_element_name(key)},{value_text})"
+        else:
+            info.problem = "it holds sparse tensors"
+            text = "sparse_tensor"
+    if top and info.kind != "tensor":
+        info.text = text
+    return text
+
+
+def _element_name(elem: int) -> str:
+    return "string" if elem == ONNX_STRING else ONNX_TO_NUMPY.get(elem, f"type {elem}")
 
 
 def _decode_tensor_type(data: memoryview, info: _ValueInfo) -> None:
@@ -165,13 +227,31 @@ def _decode_dim(data: memoryview) -> Dim:
     return dim
 
 
-def _spec(value: _ValueInfo, path: str) -> TensorSpec:
+def _spec(value: _ValueInfo, path: str, role: str) -> TensorSpec:
+    """The TensorSpec of an input or output; raises ModelError for what cmpx cannot feed or read, and
+    _Unsupported (with why) for an output it cannot compare, which the user may leave out."""
+    if value.kind in ("sequence", "map", "optional"):
+        if role == "input":
+            raise ModelError(f"input {value.name!r} in {path} is a {value.kind} ({value.text}); cmpx feeds tensors "
+                             "only (outputs may be sequences, maps and optionals)")
+        if value.problem or value.elem_type not in ONNX_TO_NUMPY:
+            raise _Unsupported(f"is a {value.text}, and " + (
+                value.problem or f"its values are {_element_name(value.elem_type)}s, which cmpx cannot compare"))
+        return TensorSpec(value.name, ONNX_TO_NUMPY[value.elem_type], None, value.text)
+    if value.kind == "sparse tensor" and role == "output":
+        raise _Unsupported("is a sparse tensor, which cmpx cannot compare")
     if value.kind != "tensor":
-        raise ModelError(f"{value.name!r} in {path} is not a tensor (sequences, maps and optionals are not "
-                         "supported yet)")
+        raise ModelError(f"{value.name!r} in {path} is a {value.kind or 'value of no type'}; cmpx compares "
+                         "tensors, sequences, maps and optionals")
     elem = value.elem_type
     if elem == ONNX_STRING:
-        raise ModelError(f"{value.name!r} in {path} is a string tensor; cmpx compares numeric tensors only")
+        if role == "output":
+            raise _Unsupported("is a string tensor, and cmpx compares numbers")
+        raise ModelError(f"{value.name!r} in {path} is a string tensor; cmpx feeds numeric tensors only")
     if elem not in ONNX_TO_NUMPY:
         raise ModelError(f"{value.name!r} in {path} has ONNX element type {elem}, which cmpx does not know")
     return TensorSpec(value.name, ONNX_TO_NUMPY[elem], tuple(value.dims) if value.has_shape else None)
+
+
+class _Unsupported(Exception):
+    """An output cmpx cannot compare (strings, sparse tensors): why, to finish "output X of M ..."."""

@@ -101,8 +101,10 @@ def _reduce(options: ReduceOptions, checked: Preflight, observer: Observer, echo
         maker = _values(request, checked, whole, space.scratch_directory(), observer, echo)
         if maker is None:
             return ExitCode.BACKEND_FAILED
-        words = dict(zip((b.name for b in checked.backends), request.backends))
-        return _search(options, maker, fail_on, expected, (inputs_run, outputs_run, words), observer, echo, started)
+        live = {b.name: word for b, word in zip(checked.backends, request.backends) if b.name != maker.values.backend}
+        verifying = _for_backends(request, checked, set(live))
+        return _search(options, maker, fail_on, expected, (inputs_run, outputs_run, tuple(live.values()), verifying),
+                       observer, echo, started)
     finally:
         space.close()
 
@@ -181,7 +183,7 @@ def _values(request: RunRequest, checked: Preflight, whole: Observation, scratch
         return None
     backend = usable[0]
     outputs, inputs = os.path.join(scratch, "values"), os.path.join(scratch, "values-inputs")
-    seen = observer(values_request(request, words[backend], outputs, inputs))
+    seen = observer(values_request(_for_backends(request, checked, {backend}), words[backend], outputs, inputs))
     if seen.error is not None or seen.failures:
         echo(f"cannot reduce: {backend} failed to compute every tensor of the model: {seen.error or seen.verdict()} "
              "(exit 3)")
@@ -200,10 +202,10 @@ def _values(request: RunRequest, checked: Preflight, whole: Observation, scratch
 
 
 def _search(options: ReduceOptions, maker: CandidateMaker, fail_on: str, expected: dict,
-            written: tuple[str, str, dict[str, str]], observer: Observer, echo: Callable[[str], None],
+            written: tuple[str, str, tuple[str, ...], RunRequest], observer: Observer, echo: Callable[[str], None],
             started: float) -> ExitCode:
-    """Search, then write the result and check it. ``written``: where its inputs and outputs go, and each
-    backend's word on the command line by its name."""
+    """Search, then write the result and check it. ``written``: where its inputs and outputs go, the words of the
+    backends that check it (all but the one whose values it holds) and the request they check it with."""
     from cmpx.reduce.candidates import candidate_request
     from cmpx.reduce.search import reduce_nodes
 
@@ -236,12 +238,12 @@ def _search(options: ReduceOptions, maker: CandidateMaker, fail_on: str, expecte
             count[0] += 1
         if checked:
             return ExitCode.BACKEND_FAILED
-    inputs_run, outputs_run, words = written
+    inputs_run, outputs_run, live, verifying = written
     final = maker.make(kept, 0, options.output, inputs_run)
     _write_outputs(maker, final, outputs_run)
     echo(f"wrote {options.output}, its inputs {inputs_run} and {maker.values.backend}'s outputs {outputs_run}")
-    live = tuple(word for name, word in words.items() if name != maker.values.backend)
-    _verify(options, final, outputs_run, maker.values.backend, live, fail_on, expected, observer, echo)
+    _verify(replace(options, request=verifying), final, outputs_run, maker.values.backend, live, fail_on, expected,
+            observer, echo)
     echo(f"{count[0]} candidate(s) in {time.monotonic() - started:.1f} s; kept {len(kept)} of {total} node(s): "
          + ", ".join(maker.index.node_label(n) for n in kept))
     return ExitCode.MISMATCH
@@ -283,6 +285,15 @@ def _write_outputs(maker: CandidateMaker, candidate: Candidate, path: str) -> No
             writer.add(maker.values.backend, iteration, maker.values.load(iteration, outputs), None)
     finally:
         writer.close()
+
+
+def _for_backends(request: RunRequest, checked: Preflight, names: set[str]) -> RunRequest:
+    """The request for a run of only the backends ``names``: the options of the others left out (a run refuses
+    options of backends it does not use)."""
+    specs = {b.name: b.spec for b in checked.backends}
+    kept = {specs[n].param(o) for n in names for o in specs[n].options}
+    dropped = {spec.param(o) for n, spec in specs.items() if n not in names for o in spec.options} - kept
+    return replace(request, backend_options={k: v for k, v in request.backend_options.items() if k not in dropped})
 
 
 def _verify(options: ReduceOptions, candidate: Candidate, outputs_run: str, source: str, live: tuple[str, ...],

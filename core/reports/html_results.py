@@ -134,9 +134,12 @@ def results_section(document: Mapping[str, Any]) -> Markup:
             unmatched = result.get("unmatched") or ()
             if unmatched:
                 parts.append(element("p", f"{len(unmatched)} marked tensor(s) only one side produced, not "
-                                          "compared: ", ", ".join(f"{u['tensor']} (only in {u['only_in']})"
-                                                                   for u in unmatched[:20]),
+                                          "compared: ", ", ".join(f"{u['tensor']} (only in {u['only_in']}"
+                                                                   + (f"; {u['reason']}" if u.get("reason") else "")
+                                                                   + ")" for u in unmatched[:20]),
                                      " …" if len(unmatched) > 20 else "", class_="muted"))
+            for output in result.get("not_comparable") or ():
+                parts.append(element("p", f"{output['output']} not compared: {output['reason']}", class_="muted"))
             statistics = statistics_table(result)
             if statistics is not None:
                 parts.append(details(f"error statistics of iteration {result['iteration']}", statistics))

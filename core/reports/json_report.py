@@ -38,7 +38,8 @@ def run_document(report: Report) -> dict[str, Any]:
 
 def document_head(plan: RunPlan) -> dict[str, Any]:
     return {"format": "cmpx-report", "cmpx_version": __version__, "model": plan.model.path if plan.model else None,
-            "model_outputs": [spec.name for spec in plan.model.outputs] if plan.model else []}
+            "model_outputs": [spec.name for spec in plan.model.outputs] if plan.model else [],
+            "data_ranges": [value_range.to_dict() for value_range in plan.data_ranges]}
 
 
 def results_of(document: Mapping[str, Any], pair: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -212,11 +213,22 @@ def pair_record(pair: PairResult) -> dict[str, Any]:
     return {"kind": "pair", "backend": pair.backend, "reference": pair.reference, "iteration": pair.iteration,
             "passed": pair.passed, "note": pair.note or None,
             "first_divergence": None if divergence is None else _divergence(divergence),
-            "unmatched": [{"tensor": tensor, "only_in": side} for tensor, side in pair.unmatched],
+            "unmatched": [_unmatched_record(pair, tensor, side) for tensor, side in pair.unmatched],
+            "not_comparable": [{"output": output, "reason": why} for output, why in pair.not_comparable],
             "outputs": [
                 {"name": o.output, "passed": o.passed, "note": o.note or None, "elements": o.elements, "metrics": [
                     {"metric": m.metric, "passed": m.passed, "criterion": m.criterion, "summary": m.summary,
                      "value": m.value, "data": dict(m.data)} for m in o.metrics]} for o in pair.outputs]}
+
+
+def _unmatched_record(pair: PairResult, tensor: str, side: str) -> dict[str, Any]:
+    """A tensor only ``side`` produced; ``reason`` says why the other lacks it, when known ("not in the int8
+    graph")."""
+    lacking = pair.reference if side == pair.backend else pair.backend
+    record = {"tensor": tensor, "only_in": side}
+    if lacking in pair.lacking:
+        record["reason"] = pair.lacking[lacking]
+    return record
 
 
 def strict(value: Any) -> Any:

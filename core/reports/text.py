@@ -6,6 +6,7 @@ statistics, histogram and worst elements for failing ones); -v adds the statisti
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -39,10 +40,8 @@ class TextReporter:
         self.colour = colour
         self.progress = progress or Progress()
         self.model_outputs = plan.required_outputs  # with marking, other tensors get one line each
-        self.suggestions = {b.name: (b.transform, b.suggested_tolerance) for b in plan.backends
-                            if b.suggested_tolerance is not None}
-        self.default_tolerances = (not plan.comparison.atol.overrides and not plan.comparison.rtol.overrides
-                                   and plan.comparison.atol.default == plan.comparison.rtol.default == 1e-5)
+        self.transforms = {b.name: b.transform for b in plan.backends if b.transform}
+        self.needed: dict[tuple[str, str], tuple[float, float]] = {}  # per pair: the tolerances its failures need
         self.marking = plan.graph is not None
         self.show_unmatched = plan.show_unmatched
         self.labels: dict[str, str] = {}  # each live backend with its framework's version (the header, the summary)
@@ -70,6 +69,9 @@ class TextReporter:
             for backend in plan.backends:
                 if backend.python is not None and backend.name in runtimes:
                     self.say(f"  {linked_note(backend, runtimes[backend.name])}")
+        if self.verbosity >= VERBOSE:
+            for value_range in plan.data_ranges:
+                self.say(f"  data: {value_range}")
 
     def waiting(self, phase: str, pending: list[str], elapsed: float, status: dict[str, str] | None = None) -> None:
         """Backends still busy in ``phase``; ``status``: what some of them said they are doing."""
@@ -98,6 +100,7 @@ class TextReporter:
             self.say(_indent(str(error.__cause__), DETAIL_INDENT))
 
     def pair_compared(self, pair: PairResult) -> None:
+        self._measure(pair)
         if self.verbosity == QUIET and pair.passed:
             return
         compared = [o for o in pair.outputs if not o.failed_early]
@@ -110,15 +113,12 @@ class TextReporter:
             details = not intermediate and (self.verbosity >= VERBOSE or not output.passed)
             for line in format_output(output, details=details):
                 self.say("  " + line, "PASSED" if line.startswith("PASSED") else "FAILED")
+        for output, why in pair.not_comparable:
+            self.say(f"  NOT COMPARED  {output}: {why}")
         if pair.note:
             self.say(f"  {'FAILED  ' if not pair.outputs else ''}{pair.note}", "FAILED")
         if pair.unmatched:
-            sides = sorted({side for _, side in pair.unmatched})
-            self.say(f"  {len(pair.unmatched)} marked tensor(s) only in {' or '.join(sides)}, not compared"
-                     + ("" if self.show_unmatched else " (--show-unmatched lists them)"))
-            if self.show_unmatched:
-                for tensor, side in pair.unmatched:
-                    self.say(f"    {tensor} (only in {side})")
+            self._unmatched(pair)
         divergence = pair.first_divergence
         if divergence is not None:
             where = ", ".join(p for p in (divergence.node, divergence.op_type) if p)
@@ -129,6 +129,39 @@ class TextReporter:
         elif self.marking and not pair.passed:
             self.say("  first divergence: none found among the compared tensors (the failing ones are not "
                      "computed from compared tensors that pass)")
+
+    def _measure(self, pair: PairResult) -> None:
+        """Keep the largest minimum tolerances of the failing model outputs of a pair where exactly one side runs a
+        transformed graph: the summary's hint is what was measured, not a guess."""
+        if (pair.backend in self.transforms) == (pair.reference in self.transforms):
+            return
+        key = (pair.backend, pair.reference)
+        atol, rtol = self.needed.get(key, (0.0, 0.0))
+        for output in pair.outputs:
+            if self.model_outputs and output.output not in self.model_outputs:
+                continue  # an intermediate tensor: its errors say where, the outputs' say how much
+            for metric in output.metrics:
+                needed = metric.data.get("min_tolerance") if not metric.passed else None
+                if needed:
+                    atol, rtol = max(atol, needed.get("atol") or 0.0), max(rtol, needed.get("rtol") or 0.0)
+        if atol or rtol:
+            self.needed[key] = (atol, rtol)
+
+    def _unmatched(self, pair: PairResult) -> None:
+        """Tensors only one side produced: those a transformed graph no longer computes, then the others."""
+        what = "marked tensor(s)" if self.plan.mark else "output(s)"
+        groups: dict[str, list[tuple[str, str]]] = {}
+        for tensor, side in pair.unmatched:
+            lacking = pair.reference if side == pair.backend else pair.backend
+            reason = pair.lacking.get(lacking)
+            groups.setdefault(f"{reason} of {self.name(lacking)}" if reason else f"only in {self.name(side)}",
+                              []).append((tensor, side))
+        hint = "" if self.show_unmatched else " (--show-unmatched lists them)"
+        for where, tensors in groups.items():
+            self.say(f"  {len(tensors)} {what} {where}, not compared{hint}")
+            if self.show_unmatched:
+                for tensor, side in tensors:
+                    self.say(f"    {tensor} (only in {self.name(side)})")
 
     @property
     def wants_values(self) -> bool:
@@ -178,16 +211,18 @@ class TextReporter:
             self.say(f"  --validate: {len(result.non_finite)} output(s) with NaN or Inf")
         if result.stopped_early:
             self.say("  stopped at the first mismatch (--fail-fast)")
-        for name, error in result.failures.items():
-            self.say(f"  {name}: FAILED during {error.phase}: {error.detail}", "FAILED")
+        for name, error in result.failures.items():  # shown in full when it happened: a reminder here
+            self.say(f"  {name}: FAILED during {error.phase}: {_reminder(error.detail)}", "FAILED")
         for failure in report.output_failures:
             self.say(f"  FAILED to write {failure}", "FAILED")
-        if self.default_tolerances:
-            failing = {name for t in result.tallies.values() if not t.passed for name in (t.backend, t.reference)}
-            for name in sorted(failing & set(self.suggestions)):
-                transform, tolerance = self.suggestions[name]
-                self.say(f"  hint: {name} runs the {transform} graph; tolerances around --atol {tolerance:g} "
-                         f"--rtol {tolerance:g} suit it better than the fp32 defaults")
+        for (backend, reference), (atol, rtol) in self.needed.items():
+            transformed = backend if backend in self.transforms else reference
+            options = " or ".join(f"--{flag} {round_up(value):g}" for flag, value in (("atol", atol), ("rtol", rtol))
+                                  if 0 < value < (math.inf if flag == "atol" else 1))  # rtol 1: no check at all
+            if options:
+                self.say(f"  hint: {self.name(transformed)} runs the {self.transforms[transformed]} graph; the "
+                         f"model outputs of {self.name(backend)} vs {self.name(reference)} pass with {options} (the "
+                         "largest minimum tolerance measured, rounded up)")
         if report.interrupted:
             return
         code = report.exit_code
@@ -232,6 +267,21 @@ class TextReporter:
 
     def wrote(self, what: str, path: str) -> None:
         self.say(f"wrote {what} to {path}")
+
+
+def round_up(value: float) -> float:
+    """``value`` rounded up to one significant digit: 2.6e-3 -> 3e-3, 0.0017 -> 0.002, 1e-3 -> 1e-3."""
+    exponent = math.floor(math.log10(value))
+    digit = math.ceil(round(value / 10.0 ** exponent, 9))
+    return float(f"{digit}e{exponent}") if digit < 10 else float(f"1e{exponent + 1}")
+
+
+def _reminder(detail: str, limit: int = 160) -> str:
+    """An error's first line, cut to ``limit`` characters: the summary recalls an error printed in full above."""
+    line = detail.strip().splitlines()[0] if detail.strip() else ""
+    if len(line) <= limit and line == detail.strip():
+        return line
+    return line[:limit].rstrip() + " ... (in full above)"
 
 
 def _saved_label(saved) -> str:

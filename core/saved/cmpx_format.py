@@ -11,6 +11,10 @@
                             and a last line {"complete": true, "iterations": N} once the run finished
     RUN/<source #>/<iteration>/<tensor #>.npy
 
+An output that is a sequence, map or optional is stored as the 1-D array of its values, and its entry carries
+its "structure" (cmpx.structured): {"name": "probabilities", ..., "structure": ["seq*", 4, ["map*", [0, 1, 2],
+["t", []]]]}; reading it back gives the same structured value.
+
 Lines are appended as iterations finish, so a run stops streaming to disk, never holding more than one
 iteration, and an interrupted run leaves a readable prefix. Arrays are raw .npy (numpy.load reads them, memory-
 mapped); types numpy lacks (bfloat16, float8, int4...) are stored as unsigned integers of the same width, and the
@@ -78,7 +82,11 @@ class RunWriter:
             self.tensor(source, iteration, name, array)
         self.finish_iteration(iteration, input_digest)
 
-    def tensor(self, source: str, iteration: int, name: str, array: np.ndarray) -> None:
+    def tensor(self, source: str, iteration: int, name: str, array: Any) -> None:
+        """One tensor (a numpy array), or a cmpx.structured.Structured (its values, and its structure recorded)."""
+        structure = getattr(array, "skeleton", None)
+        if structure is not None:
+            array = array.values
         index = self._sources.setdefault(source, len(self._sources))
         entries = self._pending.setdefault((source, iteration), [])
         folder = os.path.join(str(index), str(iteration))
@@ -95,6 +103,8 @@ class RunWriter:
                 _remove(target)
                 raise
         entries.append({"name": name, "file": relative, "dtype": array.dtype.name, "shape": list(array.shape)})
+        if structure is not None:
+            entries[-1]["structure"] = structure
 
     def describe(self, source: str, about: Mapping[str, Any]) -> None:
         """What made ``source``'s outputs (its framework's version, its Python), recorded with each of its lines."""
@@ -174,17 +184,34 @@ def read_cmpx_run(path: str) -> SavedFile:
                 raise SavedDataError(f"{where}: iteration {record['iteration']!r} of {record['source']} is out of "
                                      "order")
             tensors = [(str(t["name"]), inside(path, t["file"], where), numpy_dtype(t["dtype"]),
-                        _shape(t["shape"], where)) for t in record["tensors"]]
+                        _shape(t["shape"], where), _structure(t, where)) for t in record["tensors"]]
         except (KeyError, TypeError, AttributeError) as exc:
             raise SavedDataError(f"{where}: damaged record ({type(exc).__name__}: {exc})") from None
-        for name, file, dtype, shape in tensors:
+        for name, file, dtype, shape, _ in tensors:
             _check_entry(file, dtype, shape, f"{path}: {record['source']} iteration {record['iteration']} {name}")
-        source.loaders.append(lambda tensors=tensors: LazyTensors({name: (file, dtype) for name, file, dtype, _ in
-                                                                   tensors}, path))
+        source.loaders.append(lambda tensors=tensors: LazyTensors(
+            {name: (file, dtype, structure) for name, file, dtype, _, structure in tensors}, path))
         source.digests.append(record.get("input_digest"))
         if isinstance(record.get("backend"), dict) and source.about is None:
             source.about = record["backend"]
     return SavedFile(path, header.get("kind", "outputs"), list(sources.values()), complete=complete)
+
+
+def _structure(entry: Mapping[str, Any], where: str) -> list[Any] | None:
+    """A saved sequence's, map's or optional's structure, checked against the values it says it holds."""
+    structure = entry.get("structure")
+    if structure is None:
+        return None
+    from cmpx.structured import StructureError, check_skeleton
+
+    shape = _shape(entry["shape"], where)
+    try:
+        if len(shape) != 1:
+            raise StructureError(f"its values are stored as {list(shape)}, not as a 1-D array")
+        check_skeleton(structure, shape[0])
+    except StructureError as exc:
+        raise SavedDataError(f"{where}: {entry['name']}: {exc}") from None
+    return structure
 
 
 def _shape(value: object, where: str) -> tuple[int, ...]:
@@ -205,14 +232,19 @@ class LazyTensors(Mapping):
     """One iteration's tensors, each memory-mapped only when asked for (a mark-all run may hold thousands: they
     are never all open at once)."""
 
-    def __init__(self, files: dict[str, tuple[str, np.dtype]], path: str):
+    def __init__(self, files: dict[str, tuple[str, np.dtype, list[Any] | None]], path: str):
         self._files = files
         self._path = path
 
-    def __getitem__(self, name: str) -> np.ndarray:
-        file, dtype = self._files[name]
+    def __getitem__(self, name: str) -> Any:
+        file, dtype, structure = self._files[name]
         array = load_npy(file, f"{self._path}: {name}", mmap=True)
-        return array.view(dtype) if is_extension(dtype) else array
+        array = array.view(dtype) if is_extension(dtype) else array
+        if structure is not None:
+            from cmpx.structured import Structured
+
+            return Structured(structure, array)
+        return array
 
     def __contains__(self, name: object) -> bool:  # without mapping the file, as Mapping's default would
         return name in self._files

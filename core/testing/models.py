@@ -140,3 +140,27 @@ def two_faults(nodes: int = 60, batchnorm_at: int | None = 20, softmax_at: int |
     shape = [1, channels, 3, 3]
     return _model(chain, [helper.make_tensor_value_info("X", TensorProto.FLOAT, shape)],
                   [helper.make_tensor_value_info("Y", TensorProto.FLOAT, shape)], inits, opset=9)
+
+
+def sequence_model() -> onnx.ModelProto:
+    """X[3,4] -> Y = Relu(X) (a tensor) and S = SplitToSequence(X) (a sequence of 3 tensors [4]), with standard ops
+    only, so that every backend runs it, yet one without sequences (OpenVINO) cannot produce S."""
+    sequence = helper.make_sequence_type_proto(helper.make_tensor_type_proto(TensorProto.FLOAT, None))
+    return _model([helper.make_node("Relu", ["X"], ["Y"], name="relu"),
+                   helper.make_node("SplitToSequence", ["X"], ["S"], name="split", axis=0, keepdims=0)],
+                  [helper.make_tensor_value_info("X", TensorProto.FLOAT, [3, 4])],
+                  [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [3, 4]),
+                   helper.make_value_info("S", sequence)])
+
+
+def optional_model() -> onnx.ModelProto:
+    """X[3] -> Y = Relu(X), O = Optional(X) (an optional holding X) and E = an empty optional of float tensors:
+    the reference evaluator holds optionals as one-element lists, ONNX Runtime as the value or None."""
+    element = helper.make_tensor_type_proto(TensorProto.FLOAT, [3])
+    optional = helper.make_optional_type_proto(element)
+    return _model([helper.make_node("Relu", ["X"], ["Y"], name="relu"),
+                   helper.make_node("Optional", ["X"], ["O"], name="holding"),
+                   helper.make_node("Optional", [], ["E"], name="empty", type=element)],
+                  [helper.make_tensor_value_info("X", TensorProto.FLOAT, [3])],
+                  [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [3]), helper.make_value_info("O", optional),
+                   helper.make_value_info("E", optional)])

@@ -5,6 +5,9 @@ so per-layer comparison lines up the same tensors in both graphs; the casts it i
 therefore never compared. Ops in its default block list (ops without float16 kernels, listed by
 ``blocked_ops()``) stay in float32, as does anything named with --keep-fp32 (node names or op types).
 bf16 is the same graph with bfloat16 in place of float16.
+
+Models over 2 GB work: shapes are inferred without the weights, only float32 weights (the ones converted) are
+read, and other external weights stay external (cmpx.transforms.saving).
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from typing import Any
 
 from cmpx.errors import UsageError
 from cmpx.transforms.options import TransformOptions
-from cmpx.transforms.saving import load_full, save_model
+from cmpx.transforms.saving import load_for_transform, save_model
 
 
 def blocked_ops() -> list[str]:
@@ -24,18 +27,16 @@ def blocked_ops() -> list[str]:
 
 
 class HalfPrecision:
-    suggested_tolerance = 1e-3
-
     def __init__(self, options: TransformOptions, kind: str):
         self.options = options
         self.kind = kind
-        if kind == "bf16":
-            self.suggested_tolerance = 1e-2
 
     def apply(self, model_path: str, output_path: str, calibration: Callable[[int], Iterator[Any]]) -> None:
+        from onnx import TensorProto
         from onnxruntime.transformers.float16 import convert_float_to_float16
 
-        model = load_full(model_path)
+        # the converter rewrites float32 weights in place, and infers shapes itself unless told it was done
+        model = load_for_transform(model_path, loads=lambda tensor: tensor.data_type == TensorProto.FLOAT)
         node_names = {node.name for node in model.graph.node}
         op_types = {node.op_type for node in model.graph.node}
         unknown = [k for k in self.options.keep_fp32 if k not in node_names and k not in op_types]
@@ -45,10 +46,10 @@ class HalfPrecision:
         keep_ops = [k for k in self.options.keep_fp32 if k in op_types]
         keep_nodes = [k for k in self.options.keep_fp32 if k in node_names]
         converted = convert_float_to_float16(model, keep_io_types=True, op_block_list=blocked_ops() + keep_ops,
-                                             node_block_list=keep_nodes)
+                                             node_block_list=keep_nodes, disable_shape_infer=True)
         if self.kind == "bf16":
             converted = to_bfloat16(converted)
-        save_model(topologically_sorted(converted), output_path)
+        save_model(topologically_sorted(converted), output_path, model_path)
 
 
 def topologically_sorted(model):

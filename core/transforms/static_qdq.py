@@ -24,7 +24,7 @@ from typing import Any
 
 from cmpx.errors import UsageError
 from cmpx.transforms.options import TransformOptions
-from cmpx.transforms.saving import load_full, save_model
+from cmpx.transforms.saving import has_external_data, load_for_transform, save_model
 
 QUANTIZED = ("QuantizeLinear", "DequantizeLinear")
 
@@ -36,14 +36,13 @@ QDQ_OPSET = 19  # the first opset whose QuantizeLinear/DequantizeLinear the refe
 class QuantizationKind:
     quant_type: str  # onnxruntime.quantization.QuantType member
     calibration: str  # onnxruntime.quantization.CalibrationMethod member
-    suggested_tolerance: float
     extra_options: dict[str, Any] = field(default_factory=dict)
     raise_opset: bool = False  # raise the model to QDQ_OPSET first (fp8: ONNX Runtime's quantizer does it)
 
 
 KINDS = {
-    "int8": QuantizationKind("QInt8", "MinMax", 1e-1, raise_opset=True),
-    "fp8": QuantizationKind("QFLOAT8E4M3FN", "Distribution", 3e-1, {"QDQKeepRemovableActivations": True}),
+    "int8": QuantizationKind("QInt8", "MinMax", raise_opset=True),
+    "fp8": QuantizationKind("QFLOAT8E4M3FN", "Distribution", {"QDQKeepRemovableActivations": True}),
 }
 
 
@@ -51,7 +50,6 @@ class StaticQuantization:
     def __init__(self, options: TransformOptions, kind: str):
         self.options = options
         self.kind = kind
-        self.suggested_tolerance = KINDS[kind].suggested_tolerance
         self.calibrated_from_cache = False
 
     def apply(self, model_path: str, output_path: str, calibration: Callable[[int], Iterator[Any]]) -> None:
@@ -73,11 +71,12 @@ class StaticQuantization:
         cache = self.options.calibration_cache
         self.calibrated_from_cache = bool(cache and os.path.isfile(cache))
         reader = None if self.calibrated_from_cache else Reader(calibration(self.options.calibration_iterations))
-        model = load_full(model_path)
+        model = load_for_transform(model_path, loads=lambda tensor: False)  # the quantizer reads the weights
         source_model = _raised_opset(model) if kind.raise_opset else model
         with tempfile.TemporaryDirectory(prefix=f"cmpx-{self.kind}-") as scratch:
             source = os.path.join(scratch, "model.onnx")
-            save_model(source_model, source)
+            save_model(source_model, source, model_path)
+            external = has_external_data(source)  # then the quantizer keeps weights external too (> 2 GB)
             root = logging.getLogger()
             level = root.level
             root.setLevel(logging.ERROR)  # the quantizer's advice goes to the root logger; keep the report clean
@@ -87,7 +86,8 @@ class StaticQuantization:
                                     activation_type=getattr(QuantType, kind.quant_type),
                                     weight_type=getattr(QuantType, kind.quant_type),
                                     calibrate_method=getattr(CalibrationMethod, kind.calibration),
-                                    extra_options=dict(kind.extra_options), calibration_cache_path=cache)
+                                    extra_options=dict(kind.extra_options), calibration_cache_path=cache,
+                                    use_external_data_format=external)
             except (ValueError, RuntimeError, KeyError, TypeError) as exc:
                 raise UsageError(f"{self.kind}: ONNX Runtime's quantizer failed on {model_path}: {exc}") from exc
             finally:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, TypedDict
 
-PROTOCOL_VERSION = 4
+PROTOCOL_VERSION = 5
 
 
 class PluginsMessage(TypedDict):
@@ -28,6 +28,15 @@ class TensorDescriptor(TypedDict):
     offset: int
     dtype: str
     shape: list[int]
+
+
+class OutputDescriptor(TensorDescriptor, total=False):
+    """An output in a ``result``: a tensor; a sequence, map or optional (its values as a 1-D tensor, plus its
+    ``structure``: see cmpx.structured); or, with only ``name`` and ``not_comparable`` (why), an output the worker
+    could not pass on (strings, objects)."""
+
+    structure: list[Any]
+    not_comparable: str
 
 
 # -- coordinator -> worker ------------------------------------------------------------------------------------
@@ -103,7 +112,7 @@ class Ready(TypedDict):
 class Result(TypedDict):
     op: Literal["result"]
     id: int
-    outputs: list[TensorDescriptor]
+    outputs: list[OutputDescriptor]
     seconds: float
 
 

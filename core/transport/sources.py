@@ -28,22 +28,33 @@ class TensorSource:
         self.names = list(self._arrays) or list(self._descriptors)
 
     def load(self, name: str) -> Any:
+        """The tensor ``name`` (a numpy view); a ``cmpx.structured.Structured`` for a sequence, map or optional; a
+        ``NotComparable`` for an output its backend returned in a form cmpx cannot compare."""
         if name not in self._descriptors:
             self._loaded[name] = self._arrays[name]
             return self._loaded[name]
         descriptor = self._descriptors[name]
+        if "not_comparable" in descriptor:
+            from cmpx.structured import NotComparable
+
+            return NotComparable(str(descriptor["not_comparable"]))
         segment = self._segments.get(descriptor["segment"])
         if segment is None:
             segment = self.mappings.get(descriptor["segment"], populate=False) if self.mappings else \
                 shm.Segment.attach(descriptor["segment"], populate=False)
             self._segments[segment.name] = segment
         segment.populate_range(int(descriptor["offset"]), shm.descriptor_bytes(descriptor))
-        return shm.read_tensors([descriptor], {segment.name: segment})[name]
+        array = shm.read_tensors([descriptor], {segment.name: segment})[name]
+        if "structure" in descriptor:
+            from cmpx.structured import Structured
+
+            return Structured(descriptor["structure"], array)
+        return array
 
     def release(self, name: str) -> None:
         self._loaded.pop(name, None)
         descriptor = self._descriptors.get(name)
-        if descriptor is not None and descriptor["segment"] in self._segments:
+        if descriptor is not None and descriptor.get("segment") in self._segments:
             self._segments[descriptor["segment"]].release_range(int(descriptor["offset"]),
                                                                shm.descriptor_bytes(descriptor))
 
@@ -58,4 +69,4 @@ class TensorSource:
 
     @property
     def nbytes(self) -> int:
-        return sum(shm.descriptor_bytes(d) for d in self._descriptors.values())
+        return sum(shm.descriptor_bytes(d) for d in self._descriptors.values() if "segment" in d)

@@ -14,8 +14,9 @@ import time
 import cmpx
 
 PHASES = ("load", "infer")
-KINDS = ("raise", "segfault", "abort", "exit", "sigkill", "memory", "hang", "sleep", "hang-ignoring-sigterm", "drop-output",
-         "garbage", "truncated-frame", "truncated-frame-exit", "oversized-frame", "fork-helper")
+KINDS = ("raise", "huge-error", "segfault", "abort", "exit", "sigkill", "memory", "hang", "sleep",
+         "hang-ignoring-sigterm", "drop-output", "string-output", "garbage", "truncated-frame", "truncated-frame-exit",
+         "oversized-frame", "fork-helper")
 STAMP_ENV = "CMPX_TEST_FAULT_STAMP"  # a file that gets the time just before the fault
 CALLS_ENV = "CMPX_TEST_FAULT_CALLS"  # a file that gets one line per infer call
 
@@ -38,6 +39,8 @@ class FaultyBackend(cmpx.Backend):
         outputs = dict(zip(self.names, self.session.run(self.names, feeds)))
         if self.options.get("fault") == "infer:drop-output":
             outputs.pop(self.names[-1])
+        if self.options.get("fault") == "infer:string-output":  # a framework returning text where numbers belong
+            outputs[self.names[-1]] = outputs[self.names[-1]].astype(str)
         return outputs
 
     def _fault(self, phase):
@@ -52,6 +55,9 @@ class FaultyBackend(cmpx.Backend):
         out = int(sys.argv[2])  # the worker's frame pipe (python -m cmpx.transport.worker FD_IN FD_OUT PID)
         if kind == "raise":
             raise RuntimeError(f"injected failure during {phase}")
+        if kind == "huge-error":  # like the reference evaluator's messages, which print whole tensors (42 MB)
+            raise RuntimeError(f"injected failure during {phase}: the real cause\n" + "[0.5, 0.25] " * 4_000_000
+                               + "\nthe end of the message")
         if kind == "segfault":
             ctypes.string_at(0)
         if kind == "abort":

@@ -18,6 +18,7 @@ import numpy as np
 
 from cmpx.backend import Backend
 from cmpx.errors import bounded
+from cmpx.structured import NotComparable, StructureError, Structured, flatten
 from cmpx.transport import protocol, shm
 from cmpx.transport.arena import Allocations, MappingCache
 from cmpx.transport.messages import Load, Setup
@@ -235,10 +236,19 @@ def _infer(state: _State, message: dict[str, Any]) -> tuple[list[dict[str, Any]]
             finally:
                 warm.close()
         started = time.perf_counter()
-        outputs = backend.infer_into(feeds, allocations.allocate)
+        outputs = _check_outputs(backend.infer_into(feeds, allocations.allocate))
         seconds = time.perf_counter() - started
         del feeds
-        described = allocations.describe(_check_outputs(outputs))
+        arrays = {name: value.values if isinstance(value, Structured) else value for name, value in outputs.items()
+                  if not isinstance(value, NotComparable)}
+        placed = {d["name"]: d for d in allocations.describe(arrays)}
+        described = []
+        for name, value in outputs.items():  # in the backend's order; a structure's description rides along
+            if isinstance(value, NotComparable):
+                described.append({"name": name, "not_comparable": value.reason})
+            else:
+                described.append(dict(placed[name], structure=value.skeleton) if isinstance(value, Structured)
+                                 else placed[name])
         state.output_bytes[prefix] = allocations.used
         return described, seconds
     finally:
@@ -247,15 +257,23 @@ def _infer(state: _State, message: dict[str, Any]) -> tuple[list[dict[str, Any]]
             segment.close()
 
 
-def _check_outputs(outputs: Any) -> dict[str, np.ndarray]:
+def _check_outputs(outputs: Any) -> dict[str, np.ndarray | Structured | NotComparable]:
+    """Each output as a numeric array, a flattened sequence/map/optional, or the reason cmpx cannot compare it
+    (strings, objects): that output is then reported as not comparable, and the others are still compared."""
     if not isinstance(outputs, dict):
         raise WorkerError(f"infer() must return a dict of output name -> array, not {type(outputs).__name__}")
-    arrays = {}
+    checked: dict[str, np.ndarray | Structured | NotComparable] = {}
     for name, value in outputs.items():
         if not isinstance(name, str):
             raise WorkerError(f"infer() returned a non-string output name {name!r}")
-        array = np.asarray(value)
-        if array.dtype.hasobject or array.dtype.kind in "USM":
-            raise WorkerError(f"output {name!r} has dtype {array.dtype}; only numeric and bool tensors are compared")
-        arrays[name] = array
-    return arrays
+        try:
+            if value is None or isinstance(value, (list, tuple, dict)):
+                checked[name] = flatten(value)
+                continue
+            array = np.asarray(value)
+            if array.dtype.hasobject or array.dtype.kind in "USM":
+                raise StructureError(f"it is a tensor of {array.dtype}; cmpx compares numbers")
+            checked[name] = array
+        except StructureError as exc:
+            checked[name] = NotComparable(str(exc))
+    return checked

@@ -25,8 +25,14 @@ class OpenvinoBackend(cmpx.Backend):
             raise PrecisionUnsupported(
                 f"{device} has no {capability} support (it lists {', '.join(capabilities)}); choose another "
                 f"--openvino-precision")
-        model = core.read_model(model_path)
-        wanted = [output.get_any_name() for output in model.outputs]
+        declared = _declared_outputs(model_path)
+        if declared and not all(is_tensor for _, is_tensor in declared):
+            model = _read_tensor_outputs(core, model_path, declared)
+        else:
+            model = core.read_model(model_path)
+        # the names the model declares (a port can carry several), then the marked tensors it has
+        wanted = [name for name, is_tensor in declared if is_tensor] if declared else \
+            [output.get_any_name() for output in model.outputs]
         if self.marked:  # --mark-all / --onnx-outputs: OpenVINO keeps the ONNX tensor names; expose those it has
             present = {name for op in model.get_ordered_ops() for port in op.outputs() for name in port.get_names()}
             extra = [name for name in self.marked if name in present and name not in wanted]
@@ -50,8 +56,44 @@ class OpenvinoBackend(cmpx.Backend):
         return {name: np.asarray(results[output]) for name, output in zip(self.output_names, self.compiled.outputs)}
 
 
+def _declared_outputs(model_path: str) -> list[tuple[str, bool]] | None:
+    """An ONNX model's outputs as it declares them: (name, is a tensor); None for an OpenVINO IR."""
+    if not model_path.lower().endswith(".onnx"):
+        return None
+    from cmpx.model.info import read_model
+
+    info = read_model(model_path)
+    return [(spec.name, spec.is_tensor) for spec in info.outputs] + [(name, False) for name, _ in info.unsupported]
+
+
+def _read_tensor_outputs(core, model_path: str, declared: list[tuple[str, bool]]):
+    """The ONNX model with only its tensor outputs: OpenVINO has no sequences or maps, and refuses a model that
+    returns one (a scikit-learn classifier's ZipMap), so those are left out; cmpx reports them as not comparable
+    and compares the others. A model without external data is read from memory without them (OpenVINO cannot even
+    parse a map's type); one with external data through OpenVINO's front end, which keeps the weights' paths."""
+    import onnx
+
+    proto = onnx.load(model_path, load_external_data=False)
+    if not any(t.data_location == onnx.TensorProto.EXTERNAL for t in proto.graph.initializer):
+        tensors = [o for o in proto.graph.output if o.type.HasField("tensor_type")]
+        del proto.graph.output[:]
+        proto.graph.output.extend(tensors)
+        typed = [v for v in proto.graph.value_info if v.type.HasField("tensor_type")]
+        del proto.graph.value_info[:]
+        proto.graph.value_info.extend(typed)
+        return core.read_model(proto.SerializeToString(), b"")
+    from openvino.frontend import FrontEndManager
+
+    frontend = FrontEndManager().load_by_framework("onnx")
+    model = frontend.load(model_path)
+    model.override_all_outputs([model.get_place_by_tensor_name(name) for name, is_tensor in declared if is_tensor])
+    return frontend.convert(model)
+
+
 def _name(port, wanted: list[str]) -> str:
-    """The output's name: of a tensor with several names, the one the model (or the marking) asked for."""
+    """The output's name: of a port with several names (a compiled fp16 model's output is both ``logits`` and the
+    converter's ``graph_output_cast_0``; ``get_any_name()`` may pick any), the one the model or the marking asked
+    for."""
     names = port.get_names()
     return next((name for name in wanted if name in names), port.get_any_name())
 
