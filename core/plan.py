@@ -70,11 +70,17 @@ class RunPlan:
     output_map: Mapping[str, str] = field(default_factory=dict)  # --output-map A=B: tensor B compared as A
     postprocess: Postprocess = field(default_factory=Postprocess)  # --postprocess top-K
     local_error_dir: str | None = None  # --local-error: where the reference's values of iteration 0 are kept
+    slicing: Any = None  # a cmpx.slicing.planning.SlicingPlan when the marked tensors exceed the memory budget
 
     @property
     def required_outputs(self) -> frozenset[str]:
         """Tensors every backend must produce: the model's outputs (a marked tensor may be absent on one side)."""
         return frozenset(spec.name for spec in self.model.outputs) if self.model else frozenset()
+
+    @property
+    def required_outputs_order(self) -> list[str]:
+        """The model's outputs in the model's order."""
+        return [spec.name for spec in self.model.outputs] if self.model else []
 
     @property
     def single(self) -> bool:

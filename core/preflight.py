@@ -8,8 +8,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from cmpx.argtypes import PerOutput, ValueRange, check_names, check_stat, parse_input_shapes, parse_per_output, \
-    parse_val_ranges, quantile, seconds, threshold, tolerance
+from cmpx.argtypes import PerOutput, ValueRange, byte_size, check_names, check_stat, parse_input_shapes, \
+    parse_per_output, parse_val_ranges, quantile, seconds, threshold, tolerance
 from cmpx.comparison.compare import ComparisonSettings
 from cmpx.comparison.pairing import instance_names
 from cmpx.comparison.postprocess import Postprocess, parse_postprocess
@@ -45,6 +45,7 @@ class Preflight:
     model_format: str | None = None  # the model's suffix when it is in its backends' own format, not ONNX
     output_map: Mapping[str, str] = field(default_factory=dict)
     postprocess: Postprocess = field(default_factory=Postprocess)
+    memory_budget: int | None = None  # --memory-budget in bytes; None: the default, decided when planning
 
 
 def preflight(request: RunRequest, plugins: PluginSet, settings: PluginSettings) -> Preflight:
@@ -67,7 +68,8 @@ def preflight(request: RunRequest, plugins: PluginSet, settings: PluginSettings)
     model_format = _check_model_format(request, plugins, backends)
     return Preflight(request, plugins, settings, backends, _timeouts(request, backends), comparison,
                      per_output_options, shapes, default_range, ranges, loader, model_format,
-                     _output_map(request.output_map), parse_postprocess(request.postprocess))
+                     _output_map(request.output_map), parse_postprocess(request.postprocess),
+                     byte_size("--memory-budget", request.memory_budget) if request.memory_budget else None)
 
 
 def _output_map(words: Sequence[str]) -> dict[str, str]:

@@ -18,6 +18,6 @@ def register_backends(registry):
                 help="graph optimization level; lower it to find out whether a difference comes from ONNX Runtime's "
                      "graph rewrites [default: all, ONNX Runtime's own default]"),
         ],
-        supports_marking=True,
+        supports_marking=True, runs_subgraphs=True,
         frameworks=("onnxruntime", "onnxruntime-gpu", "onnxruntime-openvino", "onnxruntime-directml"),
     )

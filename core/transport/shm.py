@@ -12,6 +12,7 @@ size needed and the space left, never a SIGBUS when a page is first written.
 from __future__ import annotations
 
 import errno
+import functools
 import mmap
 import os
 import stat
@@ -174,6 +175,51 @@ def unlink(name: str) -> bool:
         return True
     except FileNotFoundError:
         return False
+
+
+_PUNCH_HOLE = 0x02 | 0x01  # FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE
+
+
+def free_range(name: str, offset: int, nbytes: int) -> None:
+    """Give back the memory of the whole pages inside ``[offset, offset + nbytes)`` of segment ``name``, in every
+    process that maps it (the pages read as zeros afterwards): a sliced run frees each tensor once it is compared
+    and no later slice reads it, while other tensors of its segment are still needed. Linux only; elsewhere, and
+    for a segment already gone, nothing happens."""
+    start, end = _pages(offset, nbytes, inner=True)
+    if end <= start:
+        return
+    try:
+        fd = os.open(path_of(name), os.O_RDWR | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        return
+    try:
+        _fallocate()(fd, _PUNCH_HOLE, start, end - start)
+    finally:
+        os.close(fd)
+
+
+def discard(name: str) -> None:
+    """Free all of segment ``name`` (also in processes that still map it) and remove it."""
+    try:
+        size = os.stat(path_of(name)).st_size
+    except FileNotFoundError:
+        return
+    free_range(name, 0, -(-size // PAGE) * PAGE)
+    unlink(name)
+
+
+@functools.cache
+def _fallocate() -> Any:
+    """libc's fallocate(fd, mode, offset, length), or a function doing nothing where there is none."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        function = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True).fallocate
+    except (OSError, AttributeError):
+        return lambda *args: 0
+    function.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+    return function
 
 
 def list_segments(prefix: str = PREFIX) -> list[str]:

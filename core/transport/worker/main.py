@@ -221,7 +221,11 @@ def _dims(spec: Any, kind: str) -> list[int | str | None]:
 def _infer(state: _State, message: dict[str, Any]) -> list[dict[str, Any]]:
     backend = state.backend
     descriptors = message["inputs"]
-    segments = {name: shm.Segment.attach(name) for name in {d["segment"] for d in descriptors}}
+    # Map only the pages of the tensors fed: a sliced run's segment may hold freed tensors, which reading would
+    # allocate again.
+    segments = {name: shm.Segment.attach(name, populate=False) for name in {d["segment"] for d in descriptors}}
+    for descriptor in descriptors:
+        segments[descriptor["segment"]].populate_range(int(descriptor["offset"]), shm.descriptor_bytes(descriptor))
     prefix = message["out_prefix"]
     allocations = Allocations(prefix, state.mappings, state.output_bytes.get(prefix, 0))
     try:
