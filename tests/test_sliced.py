@@ -17,6 +17,7 @@ from cmpx.testing import models as modelgen
 from conftest import REPO, run_cmpx
 
 UNSLICED = ("--memory-budget", "1TiB")
+LIMIT = 300 << 20
 
 
 def budget_for(model: str, slices: int, backends: int = 2) -> int:
@@ -142,3 +143,30 @@ def test_the_python_api_takes_a_budget_in_bytes(tmp_path):
     model = modelgen.save(modelgen.residual_block(), tmp_path / "residual.onnx")
     report = cmpx.run(model, ["onnxrt", "onnxref"], mark_all=True, memory_budget=1)
     assert report.exit_code == 0 and report.plan.slicing.count == 8
+
+
+def test_a_run_that_its_memory_cannot_hold_unsliced_completes_sliced(tmp_path):
+    """40 tensors of 4 MiB on two backends: 320 MiB of marked tensors, about 440 MiB for the whole run unsliced
+    (measured: the processes take about 120 MiB); in a 300 MiB cgroup the unsliced run fails, and the default
+    budget (half the cgroup's headroom when the run plans) slices it."""
+    from cmpx.testing import memlimit
+
+    problem = memlimit.unavailable()
+    if problem:
+        pytest.skip(problem)
+    sys.path.insert(0, str(REPO / "bench"))
+    from mark_all import chain_model
+
+    model = modelgen.save(chain_model(40, 1 << 20), tmp_path / "chain.onnx")
+    command = [sys.executable, "-m", "cmpx", "run", model, "--backend", "onnxrt", "--backend", "onnxrt", "--mark-all"]
+    outcomes = {}
+    for name, extra in (("unsliced", UNSLICED), ("sliced", ())):
+        with memlimit.MemoryCgroup(LIMIT) as cgroup:
+            done = cgroup.run([*command, *extra], capture_output=True, text=True, timeout=300, cwd=REPO)
+            outcomes[name] = (done.returncode, done.stdout + done.stderr, cgroup.peak())
+    assert outcomes["unsliced"][0] != 0, outcomes["unsliced"][1]
+    code, output, peak = outcomes["sliced"]
+    assert code == 0, output
+    assert re.search(r"\| sliced: \d+ slices \(memory budget [0-9.]+ MiB \(default\); 320 MiB unsliced\)", output)
+    assert "40/40 outputs passed" in output and "slice" not in outcomes["unsliced"][1]
+    assert peak < LIMIT

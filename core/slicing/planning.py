@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 from cmpx.memory import default_memory_budget, size_text
 from cmpx.slicing.cuts import Slice, cut, group_nodes
 
+PAGE = 4096  # a worker places each large output on a page boundary
+
 if TYPE_CHECKING:
     from cmpx.model.info import ModelInfo, TensorSpec
     from cmpx.model.subgraph import GraphIndex
@@ -27,6 +29,7 @@ class SlicedModel:
     slices: tuple[Slice, ...]
     files: tuple[str, ...]
     compared: frozenset[str] = frozenset()  # the tensors of this model that are compared: marked, or its outputs
+    out_bytes: tuple[int, ...] = ()  # per slice, the shared memory its outputs take (page-aligned): one chunk
 
 
 @dataclass(frozen=True)
@@ -125,7 +128,9 @@ def _sliced(index: GraphIndex, path: str, targets: Sequence[Sequence[str]], mark
         write_subgraph(index, path, piece.nodes, {name: _typed(index, name) for name in (*piece.feeds, *piece.inputs)},
                        piece.outputs, file)
         files.append(file)
-    return SlicedModel(path, tuple(slices), tuple(files), compared)
+    sizes = tensor_sizes(index)
+    out_bytes = tuple(sum(sizes.get(name, 0) + PAGE for name in piece.outputs) for piece in slices)
+    return SlicedModel(path, tuple(slices), tuple(files), compared, out_bytes)
 
 
 def _typed(index: GraphIndex, name: str) -> tuple[Any, list[Any] | None]:

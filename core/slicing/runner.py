@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 from cmpx.transport import shm, supervisor
 from cmpx.transport.sources import TensorSource
 
+UNUSED_TAIL = 1 << 62  # "to the end of the segment" for free_range
+
 if TYPE_CHECKING:
     from cmpx.comparison.iteration import OpenIteration
     from cmpx.slicing.planning import SlicingPlan
@@ -32,9 +34,16 @@ class _Held:
     per_segment: dict[str, int] = field(default_factory=dict)
 
     def add(self, descriptors: list[dict[str, Any]]) -> None:
+        """Hold a slice's outputs, and free what their segments reserved beyond them (a worker's output chunks grow
+        ahead of need)."""
+        ends: dict[str, int] = {}
         for descriptor in descriptors:
+            segment = descriptor["segment"]
             self.descriptors[descriptor["name"]] = descriptor
-            self.per_segment[descriptor["segment"]] = self.per_segment.get(descriptor["segment"], 0) + 1
+            self.per_segment[segment] = self.per_segment.get(segment, 0) + 1
+            ends[segment] = max(ends.get(segment, 0), int(descriptor["offset"]) + shm.descriptor_bytes(descriptor))
+        for segment, end in ends.items():
+            shm.free_range(segment, end, UNUSED_TAIL)
 
     def free(self, name: str) -> None:
         descriptor = self.descriptors.pop(name, None)
@@ -88,8 +97,8 @@ def run_sliced_iteration(run: Any, iteration: int, feed: Mapping[str, Any], dige
                 piece = slicing.models[name].slices[number]
                 feeds = [inputs[f] for f in piece.feeds] + [held[name].descriptors[t] for t in piece.inputs]
                 supervisor.send(run.workers[name], {"op": "infer", "id": ids[name], "inputs": feeds,
-                                                    "out_prefix": f"{run.prefix}o{order.index(name)}s{number}"},
-                                "infer")
+                                                    "out_prefix": f"{run.prefix}o{order.index(name)}s{number}",
+                                                    "out_bytes": slicing.models[name].out_bytes[number]}, "infer")
             waiting = dict(ids, **(whole if number == 0 else {}))
             replies = supervisor.wait_replies([run.workers[n] for n in waiting], "result", "infer", plan.timeouts,
                                               waiting, on_wait=progress(label))

@@ -52,11 +52,12 @@ class Load(TypedDict):
     mark: list[str]
 
 
-class Infer(TypedDict):
+class Infer(TypedDict, total=False):
     op: Literal["infer"]
     id: int
     inputs: list[TensorDescriptor]
     out_prefix: str
+    out_bytes: int  # optional: the bytes the outputs are expected to take (a sliced run's slice)
 
 
 class Close(TypedDict):

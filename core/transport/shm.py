@@ -62,9 +62,10 @@ class Segment:
         self._mapping = mapping
 
     @classmethod
-    def create(cls, name: str, size: int) -> Segment:
+    def create(cls, name: str, size: int, reserve: bool = True) -> Segment:
         """A new segment of ``size`` bytes, its space reserved (FileExistsError if the name is taken;
-        SharedMemoryFull if /dev/shm cannot hold it)."""
+        SharedMemoryFull if /dev/shm cannot hold it). Without ``reserve`` nothing is reserved yet: whoever writes a
+        range of it reserves that range first (``reserve_range``), so that space never written is never taken."""
         size = max(size, 1)
         path = path_of(name)
         try:
@@ -74,12 +75,10 @@ class Segment:
                 raise too_many_open_files(exc) from None
             raise
         try:
-            try:
-                os.posix_fallocate(fd, 0, size)
-            except OSError as exc:
-                if exc.errno not in (errno.ENOSPC, errno.EFBIG, errno.ENOMEM):
-                    raise
-                raise SharedMemoryFull(size, f"a segment of {size_text(size)}") from None
+            if reserve:
+                _reserve(fd, 0, size, f"a segment of {size_text(size)}")
+            else:
+                os.ftruncate(fd, size)
             mapping = _map(fd, size, mmap.PROT_READ | mmap.PROT_WRITE, 0)
             inode = os.fstat(fd).st_ino
         except BaseException:
@@ -142,6 +141,27 @@ class Segment:
             self._mapping.close()
         except BufferError:
             pass
+
+
+def _reserve(fd: int, offset: int, nbytes: int, what: str) -> None:
+    try:
+        os.posix_fallocate(fd, offset, nbytes)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EFBIG, errno.ENOMEM):
+            raise
+        raise SharedMemoryFull(nbytes, what) from None
+
+
+def reserve_range(name: str, offset: int, nbytes: int) -> None:
+    """Reserve ``[offset, offset + nbytes)`` of segment ``name`` (made with ``reserve=False``) before writing it:
+    SharedMemoryFull now rather than a SIGBUS at the first write."""
+    if nbytes <= 0:
+        return
+    fd = os.open(path_of(name), os.O_RDWR | os.O_NOFOLLOW)
+    try:
+        _reserve(fd, offset, nbytes, f"a tensor of {size_text(nbytes)}")
+    finally:
+        os.close(fd)
 
 
 def _map(fd: int, size: int, prot: int, flags: int) -> mmap.mmap:

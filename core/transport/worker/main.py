@@ -227,7 +227,10 @@ def _infer(state: _State, message: dict[str, Any]) -> list[dict[str, Any]]:
     for descriptor in descriptors:
         segments[descriptor["segment"]].populate_range(int(descriptor["offset"]), shm.descriptor_bytes(descriptor))
     prefix = message["out_prefix"]
-    allocations = Allocations(prefix, state.mappings, state.output_bytes.get(prefix, 0))
+    # out_bytes: what the coordinator expects the outputs to take (a slice of a sliced run), so that one output
+    # chunk of that size holds them all, rather than chunks grown ahead of need
+    allocations = Allocations(prefix, state.mappings, max(state.output_bytes.get(prefix, 0),
+                                                          int(message.get("out_bytes") or 0)))
     try:
         feeds = shm.read_tensors(descriptors, segments)
         outputs = backend.infer_into(feeds, allocations.allocate)
