@@ -28,7 +28,6 @@ import sys
 import tempfile
 import time
 
-import numpy as np
 import onnx
 
 

@@ -182,3 +182,20 @@ def _number(text: str, option: str, whole: str) -> float:
     except ValueError:
         raise UsageError(f"{option}: {text.strip()!r} in {whole!r} is not a number; the accepted form is "
                          f"{RANGE_FORM}") from None
+
+
+_SIZE = re.compile(r"(?P<number>\d+(?:\.\d*)?|\.\d+)\s*(?P<unit>[kmgt]i?b?|b)?\Z", re.IGNORECASE)
+_UNITS = {"": 1, "b": 1, "k": 1000, "m": 1000**2, "g": 1000**3, "t": 1000**4}
+
+
+def byte_size(option: str, text: str) -> int:
+    """A size in bytes: ``6GiB``, ``500MB``, ``1.5G`` (binary with ``i``, decimal without; a bare number is bytes)."""
+    match = _SIZE.match(text.strip())
+    if match is None:
+        raise UsageError(f"{option}: cannot read {text!r}; give a size such as 6GiB, 500MB or 1073741824 (bytes)")
+    unit = (match["unit"] or "").lower()
+    scale = 1024 ** "bkmgt".index(unit[0]) if "i" in unit else _UNITS[unit[:1]]
+    value = int(float(match["number"]) * scale)
+    if value < 1:
+        raise UsageError(f"{option}: {text!r} is less than one byte; give a size such as 6GiB")
+    return value

@@ -106,6 +106,9 @@ def _iterate(run: _Run, feeds: Iterator[Mapping[str, Any]] | None) -> None:
     plan = run.plan
     prefetch = Prefetcher(feeds if feeds is not None else itertools.repeat({}), plan.iterations)
     try:
+        if plan.slicing is not None:
+            _iterate_sliced(run, prefetch)
+            return
         inflight = _next_dispatch(run, prefetch, 0)
         while inflight is not None:
             sources = _receive(run, inflight)
@@ -126,6 +129,22 @@ def _iterate(run: _Run, feeds: Iterator[Mapping[str, Any]] | None) -> None:
             inflight = following or _next_dispatch(run, prefetch, inflight.iteration + 1)
     finally:
         prefetch.close()
+
+
+def _iterate_sliced(run: _Run, prefetch: Prefetcher) -> None:
+    """Iterations one after another, each slice by slice (cmpx.slicing.runner)."""
+    from cmpx.slicing.runner import run_sliced_iteration
+
+    for iteration in itertools.count():
+        if run.result.stopped_early or not any(w.alive for w in run.workers.values()):
+            return
+        feed = prefetch.take()
+        if feed is None:
+            return
+        digest = _digest(run, iteration, feed)
+        run_sliced_iteration(run, iteration, feed, digest, lambda replies: _collect(run, replies),
+                             lambda phase: _progress(run, phase))
+        run.result.iterations = iteration + 1
 
 
 def _next_dispatch(run: _Run, prefetch: Prefetcher, iteration: int) -> _Inflight | None:
@@ -177,8 +196,10 @@ def _load(run: _Run) -> None:
         worker = run.workers[backend.name]
         ids[backend.name] = worker.next_id()
         mark = plan.mark if backend.spec.supports_marking else ()
-        supervisor.send(worker, supervisor.load_request("load", ids[backend.name], backend, backend.model_path or
-                                                        plan.model_file or plan.model.path, mark), "load")
+        model = backend.model_path or plan.model_file or plan.model.path
+        if plan.slicing is not None and backend.name in plan.slicing.models:  # sliced: its first slice
+            model, mark = plan.slicing.models[backend.name].files[0], ()
+        supervisor.send(worker, supervisor.load_request("load", ids[backend.name], backend, model, mark), "load")
     replies = supervisor.wait_replies(run.workers.values(), "ready", "load", plan.timeouts, ids,
                                       on_wait=_progress(run, "loading"))
     for name, reply in _collect(run, replies).items():
@@ -234,13 +255,7 @@ def _dispatch(run: _Run, iteration: int, feed: Mapping[str, Any]) -> _Inflight:
     """Save the inputs if asked, write them into this iteration's half of the input buffers and send every
     live worker its infer request."""
     plan = run.plan
-    wants_digest = bool(plan.backends) and (run.outputs_writer is not None or run.inputs_writer is not None
-                                            or any(b.source.digests for b in plan.saved_backends))
-    digest = feeds_digest(feed) if wants_digest else None
-    if run.inputs_writer is not None:
-        run.inputs_writer.add("inputs", iteration, feed, digest)
-    if run.keeper is not None:
-        run.keeper.feed(iteration, feed)
+    digest = _digest(run, iteration, feed)
     inflight = _Inflight(iteration, digest)
     alive = {name: w for name, w in run.workers.items() if w.alive}
     if not alive:
@@ -257,6 +272,20 @@ def _dispatch(run: _Run, iteration: int, feed: Mapping[str, Any]) -> _Inflight:
                 request["warm_up"] = plan.warm_up
             supervisor.send(worker, request, "infer")
     return inflight
+
+
+def _digest(run: _Run, iteration: int, feed: Mapping[str, Any]) -> str | None:
+    """The digest of an iteration's inputs where something records it; save them if asked, keep them for
+    --local-error."""
+    plan = run.plan
+    wants_digest = bool(plan.backends) and (run.outputs_writer is not None or run.inputs_writer is not None
+                                            or any(b.source.digests for b in plan.saved_backends))
+    digest = feeds_digest(feed) if wants_digest else None
+    if run.inputs_writer is not None:
+        run.inputs_writer.add("inputs", iteration, feed, digest)
+    if run.keeper is not None:
+        run.keeper.feed(iteration, feed)
+    return digest
 
 
 def _receive(run: _Run, inflight: _Inflight) -> dict[str, TensorSource]:

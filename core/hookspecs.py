@@ -46,8 +46,10 @@ def register_backends(registry: BackendRegistry) -> None:
     ``model_formats`` (suffixes of model files in the framework's own format, such as ``".engine"``, which the
     backend loads and describes with :meth:`cmpx.Backend.describe`), ``precision_flags`` (the transforms that
     ``--fp16``, ``--bf16``, ``--int8`` and ``--fp8`` give it), ``marking_changes_fusion`` (marking tensors
-    changes what it computes, so cmpx warns) and ``frameworks`` (the pip distributions of its framework, whose
-    installed version the reports name).
+    changes what it computes, so cmpx warns), ``frameworks`` (the pip distributions of its framework, whose
+    installed version the reports name) and ``runs_subgraphs`` (default True: a marking backend can load models
+    cut out of the run's model, so a run whose marked tensors exceed ``--memory-budget`` runs it slice by slice;
+    False: it always runs the whole model).
 
     :param registry: the backend registry; it rejects invalid names and reports clashes.
     :returns: nothing; a return value (including ``None``) is ignored.

@@ -7,22 +7,51 @@ from __future__ import annotations
 import os
 
 SHM_DIR = "/dev/shm"
-_CGROUP_LIMITS = (  # (limit file, usage file): cgroup v2, then v1
-    ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
-    ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes"),
+_CGROUP_ROOTS = (  # (mount point, limit file, usage file): cgroup v2, then v1's memory controller
+    ("/sys/fs/cgroup", "memory.max", "memory.current"),
+    ("/sys/fs/cgroup/memory", "memory.limit_in_bytes", "memory.usage_in_bytes"),
 )
 
 
 def available_memory() -> int:
-    """Bytes of memory a process may still allocate: MemAvailable, capped by the cgroup's headroom. 0 if unknown."""
+    """Bytes of memory a process may still allocate: MemAvailable, capped by the headroom of every memory cgroup
+    this process is in (its own and those above it). 0 if unknown."""
     available = _meminfo_available()
-    for limit_file, usage_file in _CGROUP_LIMITS:
+    for limit_file, usage_file in _cgroup_files():
         limit, usage = _number(limit_file), _number(usage_file)
         if limit is not None and usage is not None and limit < (1 << 60):  # "max" or a huge v1 value: no limit
             headroom = max(0, limit - usage)
             available = headroom if available == 0 else min(available, headroom)
-            break
     return available
+
+
+def default_memory_budget() -> int:
+    """--memory-budget's default: half the memory available now (0 if unknown: no budget)."""
+    return available_memory() // 2
+
+
+def _cgroup_files() -> list[tuple[str, str]]:
+    """(limit file, usage file) of this process's memory cgroup and each one above it, from /proc/self/cgroup (a
+    container sees its own cgroup as the root)."""
+    try:
+        with open("/proc/self/cgroup") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        lines = []
+    paths = {"0": "/", "memory": "/"}  # the mount points' own files, also when /proc/self/cgroup says nothing
+    for line in lines:
+        number, controllers, path = (line.split(":", 2) + ["", ""])[:3]
+        if number == "0" and not controllers:
+            paths["0"] = path
+        elif "memory" in controllers.split(","):
+            paths["memory"] = path
+    found = []
+    for (root, limit, usage), key in zip(_CGROUP_ROOTS, ("0", "memory")):
+        parts = [part for part in paths[key].split("/") if part and part != ".."]
+        for depth in range(len(parts), -1, -1):
+            directory = os.path.join(root, *parts[:depth])
+            found.append((os.path.join(directory, limit), os.path.join(directory, usage)))
+    return found
 
 
 def shm_free(directory: str = SHM_DIR) -> int:

@@ -74,6 +74,7 @@ class RunPlan:
     local_error_dir: str | None = None  # --local-error: where the reference's values of iteration 0 are kept
     data_ranges: Sequence[Any] = ()  # cmpx.model.value_ranges.InputRange of each integer input of synthetic data
     excluded: frozenset[str] = frozenset()  # model outputs left out with --onnx-exclude-outputs: never compared
+    slicing: Any = None  # a cmpx.slicing.planning.SlicingPlan when the marked tensors exceed the memory budget
 
     @property
     def required_outputs(self) -> frozenset[str]:
@@ -81,6 +82,11 @@ class RunPlan:
         if not self.model:
             return frozenset()
         return frozenset(spec.name for spec in self.model.outputs if spec.name not in self.excluded)
+
+    @property
+    def required_outputs_order(self) -> list[str]:
+        """The model's outputs in the model's order."""
+        return [spec.name for spec in self.model.outputs] if self.model else []
 
     @property
     def single(self) -> bool:

@@ -107,12 +107,18 @@ def build_plan(checked: Preflight, warn: Callable[[str], None], scratch: str | N
                                  f"iteration(s) but this run makes {iterations}; use --iterations "
                                  f"{len(backend.source)}")
     local_error_dir = _local_error_dir(request, mark, names, backends, scratch)
+    slicing = None
+    if model is not None and backends and mark:
+        from cmpx.slicing.planning import plan_slicing
+
+        slicing = plan_slicing(model, inputs, backends, mark, checked.memory_budget, scratch, warn, model_file)
     plan = RunPlan(model, inputs, backends, request.reference, checked.comparison, checked.timeouts,
                    checked.settings, validate=request.validate, saved_backends=saved,
                    save_inputs=request.save_inputs, save_outputs=request.save_outputs, iterations=iterations,
                    mark=mark, graph=graph, show_unmatched=request.show_unmatched, dropped=dropped,
                    output_map=output_map, postprocess=checked.postprocess, warm_up=request.warm_up,
-                   model_file=model_file, local_error_dir=local_error_dir, data_ranges=ranges, excluded=excluded)
+                   model_file=model_file, local_error_dir=local_error_dir, data_ranges=ranges, excluded=excluded,
+                   slicing=slicing)
     return plan, feeds
 
 

@@ -8,8 +8,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from cmpx.argtypes import PerOutput, ValueRange, check_names, check_stat, parse_per_output, parse_shape_words, \
-    parse_val_ranges, quantile, seconds, threshold, tolerance
+from cmpx.argtypes import PerOutput, ValueRange, byte_size, check_names, check_stat, parse_per_output, \
+    parse_shape_words, parse_val_ranges, quantile, seconds, threshold, tolerance
 from cmpx.comparison.compare import ComparisonSettings
 from cmpx.comparison.metric_names import selected_metrics
 from cmpx.comparison.output_map import check_output_map
@@ -48,6 +48,7 @@ class Preflight:
     output_map: tuple[str, ...] = ()  # --output-map words, read against the outputs' names by the planner
     postprocess: Postprocess = field(default_factory=Postprocess)
     dims: Mapping[str, int] = field(default_factory=dict)  # --input-shapes batch=4: named dimensions' sizes
+    memory_budget: int | None = None  # --memory-budget in bytes; None: the default, decided when planning
 
 
 def preflight(request: RunRequest, plugins: PluginSet, settings: PluginSettings) -> Preflight:
@@ -71,7 +72,8 @@ def preflight(request: RunRequest, plugins: PluginSet, settings: PluginSettings)
     model_format = _check_model_format(request, plugins, backends)
     return Preflight(request, plugins, settings, backends, _timeouts(request, backends), comparison,
                      per_output_options, shapes, default_range, ranges, loader, model_format,
-                     check_output_map(request.output_map), parse_postprocess(request.postprocess), dims)
+                     check_output_map(request.output_map), parse_postprocess(request.postprocess), dims,
+                     byte_size("--memory-budget", request.memory_budget) if request.memory_budget else None)
 
 
 def _check_outputs(request: RunRequest) -> None:

@@ -60,6 +60,7 @@ class BackendSpec:
     precision_flags: tuple[str, ...] = ()  # transforms that --fp16/--bf16/--int8/--fp8 give it (Polygraphy's flags)
     marking_changes_fusion: bool = False  # marked tensors change what it computes (TensorRT's layer fusion)
     frameworks: tuple[str, ...] = ()  # distributions of the framework it runs (the first installed one is reported)
+    runs_subgraphs: bool = True  # it can load a model cut out of the run's model (a slice of a sliced run)
     provenance: Provenance = field(default=Provenance("?"), compare=False)
 
     def flag(self, option: BackendOption) -> str:
@@ -165,7 +166,7 @@ class BackendRegistry(_Registry[BackendSpec]):
 
     def add(self, name: str, target: str, *, description: str = "", options: Sequence[BackendOption] = (),
             supports_marking: bool = False, model_formats: Sequence[str] = (), precision_flags: Sequence[str] = (),
-            marking_changes_fusion: bool = False, frameworks: Sequence[str] = ()) -> None:
+            marking_changes_fusion: bool = False, frameworks: Sequence[str] = (), runs_subgraphs: bool = True) -> None:
         """Register backend ``name`` implemented by the class at ``target`` ("package.module:Class").
 
         ``model_formats``: suffixes of model files in the backend's own format that it loads directly (".engine",
@@ -174,7 +175,10 @@ class BackendRegistry(_Registry[BackendSpec]):
         as Polygraphy's users expect of TensorRT. ``marking_changes_fusion``: marking tensors changes what the
         backend computes, so cmpx warns when a run marks tensors on it. ``frameworks``: the distributions (pip
         names) of the framework it runs, in order of preference; reports name the first one installed with its
-        version, read from package metadata (nothing is imported)."""
+        version, read from package metadata (nothing is imported). ``runs_subgraphs``: a marking backend can load
+        models cut out of the run's model, so that a run too large for the memory budget runs it slice by slice;
+        False makes it run the whole model always (say so when loading a model is costly, like building an
+        engine)."""
         if not isinstance(target, str) or not _TARGET.match(target):
             raise PluginError(f"backend {name!r}: target {target!r} must look like 'package.module:ClassName'")
         if isinstance(model_formats, str):
@@ -200,7 +204,7 @@ class BackendRegistry(_Registry[BackendSpec]):
             frameworks = (frameworks,)
         self._add(BackendSpec(name, target, description, tuple(options), supports_marking, tuple(model_formats),
                               tuple(precision_flags), marking_changes_fusion, tuple(frameworks),
-                              provenance=self._stamp()))
+                              bool(runs_subgraphs), provenance=self._stamp()))
 
 
 def _check_factory(kind: str, name: str, factory: Any) -> None:

@@ -54,6 +54,7 @@ class RunRequest:
     show_unmatched: bool = False
     local_error: bool = False
     strict_marking: bool = False
+    memory_budget: str | None = None
     fp16: bool = False
     bf16: bool = False
     int8: bool = False
@@ -129,6 +130,8 @@ def _convert(option: RunOption, value: Any) -> Any:
     if option.kind == TEXT:
         if value is None:
             return None
+        if option.python == "size" and isinstance(value, int) and not isinstance(value, bool):
+            return str(value)  # bytes
         return _path(name, value) if option.python == "path" else _text(name, value)
     convert = {"per_output": _per_output, "shapes": _shapes, "ranges": _ranges, "path": _paths,
                "words": _plain_words}[option.python]

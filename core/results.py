@@ -269,6 +269,7 @@ class RunResult:
     values: list[tuple[str, int, list[Any]]] = field(default_factory=list)  # (backend, iteration, ValueStats)
     compared_outputs: set[str] = field(default_factory=set)  # names of the outputs compared at least once
     metrics_ran: set[str] = field(default_factory=set)
+    slices: list[dict[str, Any]] = field(default_factory=list)  # a sliced run: each slice's time, per iteration
     _retained_outputs: int = 0
 
     def add_pair(self, pair: PairResult) -> None:

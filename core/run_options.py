@@ -147,6 +147,11 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
     _option("strict_marking", FLAG, LAYERS, "make it an error (exit 2, before any inference) that a backend of a "
             "--mark-all / --onnx-outputs run cannot mark tensors, instead of a warning naming the pairs that then "
             "compare only the model's outputs"),
+    _option("memory_budget", TEXT, LAYERS, "memory the marked tensors of all live backends may take at once, e.g. "
+            "6GiB or 500MB; a run that would need more cuts the graph into slices run one after another, each "
+            "backend fed its own values of the tensors crossing a cut, and compares each slice's tensors before the "
+            "next runs (same statistics and verdicts) [default: half the memory available when the run starts: "
+            "MemAvailable, capped by the memory limit of cmpx's cgroup]", metavar="SIZE", python="size"),
     _option("fp16", FLAG, PRECISION, "run the backends that take precision flags (TensorRT) on the fp16 graph; "
             "others: --backend NAME:fp16"),
     _option("bf16", FLAG, PRECISION, "the same with the bf16 graph"),

@@ -23,6 +23,6 @@ def register_backends(registry):
                      "graph rewrites (Polygraphy's ORT_ENABLE_BASIC... spellings work too) [default: all, ONNX "
                      "Runtime's own default]"),
         ],
-        supports_marking=True,
+        supports_marking=True, runs_subgraphs=True,
         frameworks=("onnxruntime", "onnxruntime-gpu", "onnxruntime-openvino", "onnxruntime-directml"),
     )

@@ -26,6 +26,7 @@ def register_backends(registry):
         "trt", "cmpx_trt.backend:TrtBackend", description=describe(), supports_marking=True,
         model_formats=(".engine", ".plan"), precision_flags=("fp16", "bf16", "int8", "fp8"),
         marking_changes_fusion=True, frameworks=DISTRIBUTIONS,
+        runs_subgraphs=False,  # a slice would build an engine per slice and per iteration: runs whole
         options=[
             BackendOption("min_shapes", multiple=True, help="profile minimum shapes NAME:[D0,...]; the k-th shape "
                           "given for an input belongs to profile k"),

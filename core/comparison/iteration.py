@@ -6,7 +6,7 @@ compared, and if not, why)."""
 from __future__ import annotations
 
 import shlex
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -43,9 +43,19 @@ class IterationComparer:
         self.structured = {spec.name: spec for spec in outputs if not spec.is_tensor}  # sequences, maps...
 
     def compare(self, iteration: int, digest: str | None, sources: dict[str, TensorSource]) -> None:
+        """Compare iteration ``iteration``: every tensor of the live backends' ``sources`` and the saved runs."""
+        state = self.open(iteration, digest, sources)
+        self.compare_tensors(state)
+        self.close(state)
+
+    def open(self, iteration: int, digest: str | None, sources: dict[str, TensorSource],
+             live: Sequence[str] = ()) -> OpenIteration:
+        """Start comparing iteration ``iteration`` of the live backends in ``sources`` and ``live`` (whose sources a
+        sliced run adds slice by slice, ``OpenIteration.add``); the saved runs are added here."""
         plan = self.plan
         from cmpx.transport.sources import TensorSource
 
+        sources = dict(sources)
         for saved in plan.saved_backends:
             if iteration < len(saved.source):
                 sources[saved.name] = TensorSource(saved.source.load(iteration))
@@ -53,33 +63,61 @@ class IterationComparer:
             elif self._once("missing", saved.name):
                 self.reporter.warning(f"{saved.name} ({saved.path}) holds {len(saved.source)} iteration(s); it is "
                                       f"left out from iteration {iteration} on")
-        names = {name: _mapped(source.names, plan.output_map) for name, source in sources.items()}
-        order = [name for name in plan.names if name in sources]
-        pairs = [PairResult(b, r, iteration) for b, r in comparison_pairs(order, plan.reference)]
+        order = [name for name in plan.names if name in sources or name in live]
+        state = OpenIteration(iteration, digest, order,
+                              [PairResult(b, r, iteration) for b, r in comparison_pairs(order, plan.reference)])
+        for name, source in sources.items():
+            state.add(name, source, plan.output_map)
+        return state
+
+    def compare_tensors(self, state: OpenIteration, tensors: Sequence[str] | None = None) -> bool:
+        """Compare ``tensors`` (None: every one not compared yet) in every pair whose sides hold them, each loaded,
+        compared and released in turn; True when --fail-fast stopped the run."""
+        plan = self.plan
+        names = state.names
+        order = state.order
         required = plan.required_outputs or frozenset(t for name in order for t in names[name])
         live = {b.name for b in plan.backends}
-        values: dict[str, list[Any]] = {}
-        for tensor in dict.fromkeys(t for name in order for t in names[name] if t not in plan.excluded):
-            arrays = {name: sources[name].load(names[name][tensor]) for name in order if tensor in names[name]}
+        wanted = dict.fromkeys(t for name in order for t in names[name]) if tensors is None else tensors
+        for tensor in wanted:
+            if tensor in state.compared or tensor in plan.excluded:
+                continue
+            holders = {name: state.holder(name, tensor) for name in order}
+            holders = {name: holder for name, holder in holders.items() if holder is not None}
+            if not holders:
+                continue
+            state.compared.add(tensor)
+            arrays = {name: source.load(names[name][tensor]) for name, source in holders.items()}
             if tensor in self.structured:
                 arrays = {name: conform(array, self.structured[tensor].dtype) for name, array in arrays.items()}
             for name, array in arrays.items():
-                self._inspect(name, iteration, tensor, array, live, values)
+                self._inspect(name, state.iteration, tensor, array, live, state.values)
             if tensor not in self.structured:  # top-k applies to tensors
                 arrays = {name: plan.postprocess.apply(tensor, array) if not isinstance(array, NotComparable)
                           else array for name, array in arrays.items()}
-            stop = compare_tensor(pairs, tensor, arrays, plan.comparison, required,
+            stop = compare_tensor(state.pairs, tensor, arrays, plan.comparison, required,
                                   {name: spec.value_type for name, spec in self.structured.items()})
             del arrays
-            for name in order:
-                if tensor in names[name]:
-                    sources[name].release(names[name][tensor])
+            for name, source in holders.items():
+                source.release(names[name][tensor])
             if stop:
                 self.result.stopped_early = True
-                break
+                return True
+        return False
+
+    def close(self, state: OpenIteration, failed: Collection[str] = ()) -> None:
+        """Finish the iteration: its verdicts, first divergences and reports. A backend in ``failed`` (it failed
+        during the iteration, after some of its tensors were compared) takes no part in its pairs."""
+        plan = self.plan
+        iteration, names = state.iteration, state.names
+        pairs = [pair for pair in state.pairs if pair.backend not in failed and pair.reference not in failed]
+        if state.sliced:  # slice by slice, tensors come in graph order: report them in the unsliced order
+            rank = {name: number for number, name in enumerate([*plan.required_outputs_order, *plan.mark])}
+            for pair in pairs:
+                pair.outputs.sort(key=lambda output: rank.get(output.output, len(rank)))
         if self.outputs_writer is not None:
-            self.outputs_writer.finish_iteration(iteration, digest)
-        for name, stats in values.items():
+            self.outputs_writer.finish_iteration(iteration, state.digest)
+        for name, stats in state.values.items():
             self.result.add_values(name, iteration, stats)
             self.reporter.outputs_described(name, iteration, stats)
         if self.keeper is not None:
@@ -132,6 +170,34 @@ class IterationComparer:
         if digest and theirs and theirs != digest and self._once("digest", saved.name):
             self.reporter.warning(f"the inputs of iteration {iteration} differ from those {saved.name} was run with "
                                   f"({saved.path}); compare like with like (same --seed, or --load-inputs)")
+
+
+class OpenIteration:
+    """An iteration being compared: each backend's sources (a sliced run has one per slice), the names its tensors
+    are compared under, the pairs, and the tensors compared so far."""
+
+    def __init__(self, iteration: int, digest: str | None, order: list[str], pairs: list[PairResult]):
+        self.iteration = iteration
+        self.digest = digest
+        self.order = order
+        self.pairs = pairs
+        self.sources: dict[str, list[TensorSource]] = {}
+        self.names: dict[str, dict[str, str]] = {name: {} for name in order}
+        self.compared: set[str] = set()
+        self.values: dict[str, list[Any]] = {}
+        self.sliced = False
+
+    def add(self, name: str, source: TensorSource, output_map: Mapping[str, str]) -> None:
+        """``source`` holds more of backend ``name``'s tensors."""
+        self.sources.setdefault(name, []).append(source)
+        self.names.setdefault(name, {}).update(_mapped(source.names, output_map))
+
+    def holder(self, name: str, tensor: str) -> TensorSource | None:
+        """The source of backend ``name`` that holds ``tensor`` (under its compared name), if any."""
+        own = self.names.get(name, {}).get(tensor)
+        if own is None:
+            return None
+        return next((source for source in self.sources.get(name, ()) if own in source.names), None)
 
 
 def _mapped(names: list[str], output_map: Mapping[str, str]) -> dict[str, str]:

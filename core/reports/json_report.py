@@ -39,7 +39,8 @@ def run_document(report: Report) -> dict[str, Any]:
 def document_head(plan: RunPlan) -> dict[str, Any]:
     return {"format": "cmpx-report", "cmpx_version": __version__, "model": plan.model.path if plan.model else None,
             "model_outputs": [spec.name for spec in plan.model.outputs] if plan.model else [],
-            "data_ranges": [value_range.to_dict() for value_range in plan.data_ranges]}
+            "data_ranges": [value_range.to_dict() for value_range in plan.data_ranges],
+            "slicing": plan.slicing.describe() if plan.slicing is not None else None}
 
 
 def results_of(document: Mapping[str, Any], pair: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -76,6 +77,7 @@ def document_tail(report: Report) -> dict[str, Any]:
         "results_dropped": result.pairs_dropped,
         "non_finite": [vars(finding) | {"first_index": list(finding.first_index)} for finding in result.non_finite],
         "output_failures": list(report.output_failures), "warnings": list(report.warnings),
+        "slices": list(result.slices),
     }
 
 

@@ -26,6 +26,7 @@ class Reporter(Protocol):
     def loaded(self, backend: str, seconds: float) -> None: ...
     def backend_failed(self, error: BackendFailed) -> None: ...
     def pair_compared(self, pair: PairResult) -> None: ...
+    def slice_ran(self, iteration: int, number: int, count: int, seconds: float) -> None: ...
     def outputs_described(self, backend: str, iteration: int, stats: list[ValueStats]) -> None: ...
     def non_finite(self, finding: NonFinite) -> None: ...
     def worker_output(self, backend: str, text: str) -> None: ...
@@ -53,6 +54,9 @@ class SilentReporter:
 
     def pair_compared(self, pair: PairResult) -> None:
         pass
+
+    def slice_ran(self, iteration: int, number: int, count: int, seconds: float) -> None:
+        """Slice ``number`` (from 0) of ``count`` of a sliced run ran and was compared, in ``seconds``."""
 
     def outputs_described(self, backend: str, iteration: int, stats: list[ValueStats]) -> None:
         pass
@@ -99,6 +103,12 @@ class Reporters:
     def pair_compared(self, pair: PairResult) -> None:
         for reporter in self.reporters:
             reporter.pair_compared(pair)
+
+    def slice_ran(self, iteration: int, number: int, count: int, seconds: float) -> None:
+        for reporter in self.reporters:  # a reporter written before sliced runs may lack it
+            method = getattr(reporter, "slice_ran", None)
+            if method is not None:
+                method(iteration, number, count, seconds)
 
     def outputs_described(self, backend: str, iteration: int, stats: list[ValueStats]) -> None:
         for reporter in self.reporters:

@@ -64,6 +64,10 @@ class TextReporter:
         iterations = f"{plan.iterations} iteration(s)" if plan.iterations else "iterations: all the data"
         marked = f" | {len(plan.mark)} marked tensor(s)" if plan.mark else ""
         names = [self.labels[b.name] for b in plan.backends] + [_saved_label(b) for b in plan.saved_backends]
+        if plan.slicing is not None:
+            from cmpx.slicing.planning import memory_note
+
+            marked += f" | sliced: {memory_note(plan.slicing)}"
         if self.verbosity > QUIET:
             self.say(f"cmpx {__version__} | {model} | backends: {', '.join(names)} | {iterations}{marked}")
             for backend in plan.backends:
@@ -98,6 +102,10 @@ class TextReporter:
             self.say(_indent(f"last lines of its stderr:\n{error.stderr_tail}", DETAIL_INDENT))
         elif self.debug and error.__cause__ is not None:
             self.say(_indent(str(error.__cause__), DETAIL_INDENT))
+
+    def slice_ran(self, iteration: int, number: int, count: int, seconds: float) -> None:
+        if self.verbosity >= VERBOSE:
+            self.say(f"[iteration {iteration}] slice {number + 1}/{count} ran and was compared in {seconds:.3f} s")
 
     def pair_compared(self, pair: PairResult) -> None:
         self._measure(pair)

@@ -164,3 +164,21 @@ def optional_model() -> onnx.ModelProto:
                   [helper.make_tensor_value_info("X", TensorProto.FLOAT, [3])],
                   [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [3]), helper.make_value_info("O", optional),
                    helper.make_value_info("E", optional)])
+
+
+def residual_block(size: int = 16, seed: int = 0) -> onnx.ModelProto:
+    """X[1,size] -> a = Relu(X); b = a*W; c = b + a (a residual connection: a is read two nodes later);
+    far = Sigmoid(c), read only by the last node; d = Tanh(c); e = d*W2; f = Tanh(e); Y = f + far."""
+    rng = np.random.default_rng(seed)
+    weights = [numpy_helper.from_array((rng.standard_normal(size) * 0.5).astype(np.float32), f"W{i}")
+               for i in (1, 2)]
+    nodes = [helper.make_node("Relu", ["X"], ["a"], name="relu"),
+             helper.make_node("Mul", ["a", "W1"], ["b"], name="scale"),
+             helper.make_node("Add", ["b", "a"], ["c"], name="residual"),
+             helper.make_node("Sigmoid", ["c"], ["far"], name="gate"),
+             helper.make_node("Tanh", ["c"], ["d"], name="tanh_1"),
+             helper.make_node("Mul", ["d", "W2"], ["e"], name="scale_2"),
+             helper.make_node("Tanh", ["e"], ["f"], name="tanh_2"),
+             helper.make_node("Add", ["f", "far"], ["Y"], name="join")]
+    return _model(nodes, [helper.make_tensor_value_info("X", TensorProto.FLOAT, [1, size])],
+                  [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [1, size])], weights)

@@ -16,7 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from cmpx.transport.shm import ALIGNMENT, PAGE, Segment, describe, layout, path_of, unlink
+from cmpx.transport.shm import ALIGNMENT, PAGE, Segment, describe, free_range, layout, path_of, reserve_range, \
+    unlink
 
 MIN_CHUNK = 64 << 10
 PAGE_ALIGNED_FROM = 64 << 10  # tensors at least this large start on a page boundary
@@ -57,18 +58,18 @@ class MappingCache:
         self._kept.clear()
 
 
-def reuse_or_create(name: str, size: int, cache: MappingCache | None = None) -> Segment:
+def reuse_or_create(name: str, size: int, cache: MappingCache | None = None, reserve: bool = True) -> Segment:
     """The segment ``name`` at ``size`` bytes: the existing one if it has that size (its pages are already
-    allocated, so writing costs no page zeroing), else a new one."""
+    allocated, so writing costs no page zeroing), else a new one (``reserve``: see ``Segment.create``)."""
     try:
-        return Segment.create(name, size)
+        return Segment.create(name, size, reserve)
     except FileExistsError:
         segment = cache.get(name) if cache is not None else Segment.attach(name, writable=True)
         if segment.size == max(size, 1):
             return segment
         segment.close()
         unlink(name)
-        return Segment.create(name, size)
+        return Segment.create(name, size, reserve)
 
 
 class ReusedSegments:
@@ -125,9 +126,12 @@ class Allocations:
             start = -(-chunk[1] // align) * align
             if start + nbytes <= chunk[0].size:
                 chunk[1] = start + nbytes
+                reserve_range(chunk[0].name, start, nbytes)
                 return chunk[0], start
+        # Chunks grow ahead of need, but only the space tensors take is reserved (reserved pages are memory)
         size = max(nbytes, MIN_CHUNK, self.expected if not self._chunks else 2 * self._needed)
-        segment = reuse_or_create(f"{self.prefix}-{len(self._chunks)}", size, self.cache)
+        segment = reuse_or_create(f"{self.prefix}-{len(self._chunks)}", size, self.cache, reserve=False)
+        reserve_range(segment.name, 0, nbytes)
         self._chunks.append([segment, nbytes])
         return segment, 0
 
@@ -151,8 +155,17 @@ class Allocations:
         return descriptors
 
     def close(self) -> None:
+        """Done with this inference's chunks: give back the space a chunk reserved beyond its last tensor (chunks
+        grow ahead of need, and reserved pages are memory), and remove the chunks a previous inference used beyond
+        these (the next inference sizes its first chunk to hold everything)."""
         chunks, self._chunks = self._chunks, []
         self._allocated.clear()
+        for segment, used in chunks:
+            if segment.size - used >= PAGE:
+                free_range(segment.name, used, segment.size - used)
+        stale = len(chunks)
+        while chunks and unlink(f"{self.prefix}-{stale}"):
+            stale += 1
         for segment, _ in chunks:
             if self.cache is not None:
                 self.cache.put(segment)

@@ -67,6 +67,7 @@ class Infer(TypedDict, total=False):
     inputs: list[TensorDescriptor]
     out_prefix: str
     warm_up: int  # untimed inferences to run first (--warm-up; on the first iteration only)
+    out_bytes: int  # optional: the bytes the outputs are expected to take (a sliced run's slice)
 
 
 class Close(TypedDict):

@@ -12,6 +12,7 @@ size needed and the space left, never a SIGBUS when a page is first written.
 from __future__ import annotations
 
 import errno
+import functools
 import mmap
 import os
 import stat
@@ -61,9 +62,10 @@ class Segment:
         self._mapping = mapping
 
     @classmethod
-    def create(cls, name: str, size: int) -> Segment:
+    def create(cls, name: str, size: int, reserve: bool = True) -> Segment:
         """A new segment of ``size`` bytes, its space reserved (FileExistsError if the name is taken;
-        SharedMemoryFull if /dev/shm cannot hold it)."""
+        SharedMemoryFull if /dev/shm cannot hold it). Without ``reserve`` nothing is reserved yet: whoever writes a
+        range of it reserves that range first (``reserve_range``), so that space never written is never taken."""
         size = max(size, 1)
         path = path_of(name)
         try:
@@ -73,12 +75,10 @@ class Segment:
                 raise too_many_open_files(exc) from None
             raise
         try:
-            try:
-                os.posix_fallocate(fd, 0, size)
-            except OSError as exc:
-                if exc.errno not in (errno.ENOSPC, errno.EFBIG, errno.ENOMEM):
-                    raise
-                raise SharedMemoryFull(size, f"a segment of {size_text(size)}") from None
+            if reserve:
+                _reserve(fd, 0, size, f"a segment of {size_text(size)}")
+            else:
+                os.ftruncate(fd, size)
             mapping = _map(fd, size, mmap.PROT_READ | mmap.PROT_WRITE, 0)
             inode = os.fstat(fd).st_ino
         except BaseException:
@@ -143,6 +143,27 @@ class Segment:
             pass
 
 
+def _reserve(fd: int, offset: int, nbytes: int, what: str) -> None:
+    try:
+        os.posix_fallocate(fd, offset, nbytes)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EFBIG, errno.ENOMEM):
+            raise
+        raise SharedMemoryFull(nbytes, what) from None
+
+
+def reserve_range(name: str, offset: int, nbytes: int) -> None:
+    """Reserve ``[offset, offset + nbytes)`` of segment ``name`` (made with ``reserve=False``) before writing it:
+    SharedMemoryFull now rather than a SIGBUS at the first write."""
+    if nbytes <= 0:
+        return
+    fd = os.open(path_of(name), os.O_RDWR | os.O_NOFOLLOW)
+    try:
+        _reserve(fd, offset, nbytes, f"a tensor of {size_text(nbytes)}")
+    finally:
+        os.close(fd)
+
+
 def _map(fd: int, size: int, prot: int, flags: int) -> mmap.mmap:
     try:
         return mmap.mmap(fd, size, flags=mmap.MAP_SHARED | flags, prot=prot)
@@ -174,6 +195,51 @@ def unlink(name: str) -> bool:
         return True
     except FileNotFoundError:
         return False
+
+
+_PUNCH_HOLE = 0x02 | 0x01  # FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE
+
+
+def free_range(name: str, offset: int, nbytes: int) -> None:
+    """Give back the memory of the whole pages inside ``[offset, offset + nbytes)`` of segment ``name``, in every
+    process that maps it (the pages read as zeros afterwards): a sliced run frees each tensor once it is compared
+    and no later slice reads it, while other tensors of its segment are still needed. Linux only; elsewhere, and
+    for a segment already gone, nothing happens."""
+    start, end = _pages(offset, nbytes, inner=True)
+    if end <= start:
+        return
+    try:
+        fd = os.open(path_of(name), os.O_RDWR | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        return
+    try:
+        _fallocate()(fd, _PUNCH_HOLE, start, end - start)
+    finally:
+        os.close(fd)
+
+
+def discard(name: str) -> None:
+    """Free all of segment ``name`` (also in processes that still map it) and remove it."""
+    try:
+        size = os.stat(path_of(name)).st_size
+    except FileNotFoundError:
+        return
+    free_range(name, 0, -(-size // PAGE) * PAGE)
+    unlink(name)
+
+
+@functools.cache
+def _fallocate() -> Any:
+    """libc's fallocate(fd, mode, offset, length), or a function doing nothing where there is none."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        function = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True).fallocate
+    except (OSError, AttributeError):
+        return lambda *args: 0
+    function.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+    return function
 
 
 def list_segments(prefix: str = PREFIX) -> list[str]:

@@ -224,9 +224,16 @@ def _infer(state: _State, message: dict[str, Any]) -> tuple[list[dict[str, Any]]
     the timed inference took."""
     backend = state.backend
     descriptors = message["inputs"]
-    segments = {name: shm.Segment.attach(name) for name in {d["segment"] for d in descriptors}}
+    # Map only the pages of the tensors fed: a sliced run's segment may hold freed tensors, which reading would
+    # allocate again.
+    segments = {name: shm.Segment.attach(name, populate=False) for name in {d["segment"] for d in descriptors}}
+    for descriptor in descriptors:
+        segments[descriptor["segment"]].populate_range(int(descriptor["offset"]), shm.descriptor_bytes(descriptor))
     prefix = message["out_prefix"]
-    allocations = Allocations(prefix, state.mappings, state.output_bytes.get(prefix, 0))
+    # out_bytes: what the coordinator expects the outputs to take (a slice of a sliced run), so that one output
+    # chunk of that size holds them all, rather than chunks grown ahead of need
+    allocations = Allocations(prefix, state.mappings, max(state.output_bytes.get(prefix, 0),
+                                                          int(message.get("out_bytes") or 0)))
     try:
         feeds = shm.read_tensors(descriptors, segments)
         for _ in range(int(message.get("warm_up") or 0)):  # untimed; their outputs go to segments of their own

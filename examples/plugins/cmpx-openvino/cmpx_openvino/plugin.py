@@ -8,7 +8,7 @@ def register_backends(registry):
     registry.add(
         "openvino", "cmpx_openvino.backend:OpenvinoBackend",
         description="OpenVINO runtime (CPU by default; reads ONNX directly)",
-        model_formats=(".xml",), frameworks=("openvino",), supports_marking=True,
+        model_formats=(".xml",), frameworks=("openvino",), supports_marking=True, runs_subgraphs=True,
         options=[
             cmpx.BackendOption("precision", help="inference precision: f32, bf16 or f16 (where the device has it)",
                                default="f32", choices=("f32", "bf16", "f16")),
