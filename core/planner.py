@@ -57,11 +57,11 @@ def build_plan(checked: Preflight, warn: Callable[[str], None], scratch: str | N
         check_names("--postprocess", checked.postprocess.by_output, output_names, what)
         for spec in model.outputs:
             if not spec.is_tensor and spec.name in checked.postprocess.by_output:
-                raise UsageError(f"--postprocess {spec.name}:...: top-k applies to tensors, and {spec.name} is a "
-                                 f"{spec.value_type}")
+                raise UsageError(f"--postprocess {spec.name}:...: top-k applies to tensors, and {spec.name} is of "
+                                 f"type {spec.value_type}")
             if not spec.is_tensor and spec.name not in excluded and (request.save_outputs or "").endswith(".json"):
                 raise UsageError(f"--save-outputs {request.save_outputs}: Polygraphy's JSON holds tensors only, and "
-                                 f"{spec.name} is a {spec.value_type}; save to a directory (cmpx's format keeps its "
+                                 f"{spec.name} is of type {spec.value_type}; save to a directory (cmpx's format keeps its "
                                  f"structure), or leave it out with --onnx-exclude-outputs {spec.name}")
 
     feeds, inputs, iterations, dropped, ranges = None, (), None, [], []

@@ -232,10 +232,10 @@ def _spec(value: _ValueInfo, path: str, role: str) -> TensorSpec:
     _Unsupported (with why) for an output it cannot compare, which the user may leave out."""
     if value.kind in ("sequence", "map", "optional"):
         if role == "input":
-            raise ModelError(f"input {value.name!r} in {path} is a {value.kind} ({value.text}); cmpx feeds tensors "
+            raise ModelError(f"input {value.name!r} in {path} is of type {value.text}; cmpx feeds tensors "
                              "only (outputs may be sequences, maps and optionals)")
         if value.problem or value.elem_type not in ONNX_TO_NUMPY:
-            raise _Unsupported(f"is a {value.text}, and " + (
+            raise _Unsupported(f"is of type {value.text}, and " + (
                 value.problem or f"its values are {_element_name(value.elem_type)}s, which cmpx cannot compare"))
         return TensorSpec(value.name, ONNX_TO_NUMPY[value.elem_type], None, value.text)
     if value.kind == "sparse tensor" and role == "output":
