@@ -103,3 +103,21 @@ def test_reused_and_double_buffered_segments_never_mix_iterations(run_cli, tmp_p
     for source in saved.sources:
         assert [float(source.load(i)["Y"].max()) for i in range(5)] == [0.0, 1.0, 2.0, 3.0, 4.0]
         assert [float(source.load(i)["Y"].min()) for i in range(5)] == [0.0, 1.0, 2.0, 3.0, 4.0]
+
+
+def test_a_scalar_input_stays_a_scalar_on_every_backend(run_cli, tmp_path):
+    """A 0-d input (a gain, a temperature) reaches each backend 0-d: Unsqueeze of it is [1], times X[3,4]."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Unsqueeze", ["g", "axes"], ["u"]), helper.make_node("Mul", ["X", "u"], ["Y"])], "scalar",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [3, 4]),
+         helper.make_tensor_value_info("g", TensorProto.FLOAT, [])],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [3, 4])],
+        [helper.make_tensor("axes", TensorProto.INT64, [1], [0])])
+    model = tmp_path / "scalar.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), model)
+    result = run_cli("run", model, *BACKENDS, "--onnx-outputs", "u", "Y")
+    assert result.exit_code == 0, result.output
+    assert "2/2 outputs passed" in result.output, result.output

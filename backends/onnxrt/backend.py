@@ -60,7 +60,7 @@ class OnnxrtBackend(Backend):
         known = dict(self._static_shapes, **self._shapes_by_inputs.get(signature, {}))
         binding = self.session.io_binding()
         for name, array in feeds.items():
-            binding.bind_cpu_input(name, np.ascontiguousarray(array))
+            binding.bind_cpu_input(name, np.require(array, requirements="C"))  # (ascontiguousarray makes 0-d 1-d)
         bound = {}
         for name in self.output_names:
             dtype = self.output_dtypes[name]

@@ -171,7 +171,7 @@ class TrtBackend(cmpx.Backend):
             index = profile_for(self.profiles, {n: tuple(a.shape) for n, a in feeds.items()})
             self.context.set_optimization_profile_async(index, self.stream.handle)
         for name in self.inputs:
-            array = np.ascontiguousarray(feeds[name])
+            array = np.require(feeds[name], requirements="C")  # a 0-d input stays 0-d
             self.context.set_input_shape(name, array.shape)
             device = self._device_buffer(name, array.nbytes)
             cuda.memcpy_htod_async(device, array, self.stream)

@@ -63,7 +63,7 @@ def feeds_digest(feeds: Mapping[str, Any]) -> str:
 
     digest = hashlib.blake2b(digest_size=16)
     for name in sorted(feeds):
-        array = np.ascontiguousarray(feeds[name])
+        array = np.require(feeds[name], requirements="C")  # a 0-d input stays 0-d
         digest.update(f"{name}|{array.dtype.name}|{array.shape}|".encode())
         digest.update(array.reshape(-1).view(np.uint8).data)
     return "blake2b:" + digest.hexdigest()
