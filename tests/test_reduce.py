@@ -5,6 +5,7 @@ import math
 import re
 from pathlib import Path
 
+import numpy as np
 import onnx
 import pytest
 
@@ -32,7 +33,7 @@ def test_the_two_fault_chain_reduces_to_one_node_that_still_fails(run_cli, tmp_p
     assert 0 < len(lines) <= 2 * math.ceil(math.log2(60))
     assert all(re.search(r"\((end|start|linear)\): .*: (passed|FAILED \(mismatch: .*\)) \(\d+\.\d s\) \| nodes left: "
                          r"\d+$", line) for line in lines), lines
-    assert "reproduce (with this command's other options): cmpx run" in result.output
+    assert "reproduce: cmpx run" in result.output
     assert _kept(out) == ["node20_BatchNormalization"]
     inputs, outputs = tmp_path / "reduced.inputs", tmp_path / "reduced.outputs"
     again = run_cli("run", out, "--backend", "onnxrt", "--load-inputs", inputs, "--load-outputs", outputs)
@@ -100,6 +101,9 @@ def test_an_fp16_failure_of_a_real_network(run_cli, tmp_path):
     kept = _kept(out)
     assert 1 <= len(kept) < 37
     assert result.output.strip().splitlines()[-1].startswith(f"{len(_candidates(result.output))} candidate(s) in")
+    # the command printed to reproduce it carries the tolerances it failed at
+    assert re.search(r"reproduce: cmpx run \S+ --backend onnxrt:fp16 --load-inputs \S+ --load-outputs \S+ --atol 1e-3 "
+                     r"--rtol 1e-3  -> FAILED", result.output), result.output
     written = ("--load-inputs", tmp_path / "fp16.inputs", "--load-outputs", tmp_path / "fp16.outputs", *tolerances)
     fp16 = run_cli("run", out, "--backend", "onnxrt:fp16", *written)
     assert fp16.exit_code == 1, fp16.output
@@ -229,3 +233,41 @@ def test_weights_in_another_directory_with_external_data_dir(run_cli, tmp_path):
     assert local.exit_code == 1, local.output
     assert "1 of 24 node output(s) fail on their own" in local.output, local.output
     assert "  FAILED  t9 (node9_BatchNormalization, BatchNormalization): max abs " in local.output
+
+
+def test_a_candidate_of_identities_on_weights_compares_them(run_cli, tmp_path):
+    """Exporters start graphs with Identity nodes on weights: a candidate made of them takes no graph input. Its
+    inputs run has iterations without tensors, and it compares the weights: under fp16 they are rounded, a real
+    difference, kept with its tensor named. Before, the inputs run read back as no iteration, the candidate compared
+    nothing, and that counted as failing ('FAILED (mismatch: )'), even for weights fp16 keeps exactly."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    weight = numpy_helper.from_array(np.linspace(0.3, 3.3, 4).astype(np.float32), "W")  # not exact in fp16
+    nodes = [helper.make_node("Identity", ["W"], ["W2"], name="id0"),
+             helper.make_node("Mul", ["X", "W2"], ["m"], name="mul"),
+             helper.make_node("Exp", ["m"], ["Y"], name="exp")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [2, 4])],
+                              [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [2, 4])], [weight])
+    model = tmp_path / "idfirst.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), model)
+    result = run_cli("reduce", model, "--backend", "onnxrt:fp16", "--backend", "onnxrt", "-o", tmp_path / "r.onnx")
+    assert result.exit_code == 1, result.output
+    assert "1 node: id0 (Identity): FAILED (mismatch: onnxrt:fp16 vs onnxrt: W2)" in result.output, result.output
+    assert "(mismatch: )" not in result.output and "-> FAILED (mismatch: onnxrt:fp16 vs onnxrt@r: W2)" in \
+        result.output, result.output
+
+
+def test_a_model_without_inputs_saves_and_loads_its_iterations(run_cli, tmp_path):
+    from onnx import TensorProto, helper, numpy_helper
+
+    graph = helper.make_graph([helper.make_node("Identity", ["W"], ["Y"])], "g", [],
+                              [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [4])],
+                              [numpy_helper.from_array(np.arange(4, dtype=np.float32), "W")])
+    model = tmp_path / "noin.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), model)
+    saved = run_cli("run", model, "--backend", "onnxrt", "--backend", "onnxref", "--iterations", "2",
+                    "--save-inputs", tmp_path / "in")
+    assert saved.exit_code == 0, saved.output
+    loaded = run_cli("run", model, "--backend", "onnxrt", "--backend", "onnxref", "--load-inputs", tmp_path / "in")
+    assert loaded.exit_code == 0, loaded.output
+    assert "over 2 iteration(s), 2 output(s)" in loaded.output, loaded.output

@@ -43,6 +43,7 @@ class ReduceOptions:
     output: str  # -o: the reduced model
     fail_on: str | None = None  # mismatch, crash, any; None: what the whole model showed
     verbose: bool = False  # each run's own report too
+    shown: tuple[str, ...] = ()  # backend options' words, for the command printed to reproduce the result
 
 
 def reduce_model(options: ReduceOptions, plugins: PluginSet, settings: PluginSettings,
@@ -103,8 +104,9 @@ def _reduce(options: ReduceOptions, checked: Preflight, observer: Observer, echo
             return ExitCode.BACKEND_FAILED
         live = {b.name: word for b, word in zip(checked.backends, request.backends) if b.name != maker.values.backend}
         verifying = _for_backends(request, checked, set(live))
-        return _search(options, maker, fail_on, expected, (inputs_run, outputs_run, tuple(live.values()), verifying),
-                       observer, echo, started)
+        shown = _backend_option_words(verifying, checked, set(live))
+        return _search(replace(options, shown=shown), maker, fail_on, expected,
+                       (inputs_run, outputs_run, tuple(live.values()), verifying), observer, echo, started)
     finally:
         space.close()
 
@@ -308,11 +310,55 @@ def _verify(options: ReduceOptions, candidate: Candidate, outputs_run: str, sour
                     reference=label if len(live) > 1 else None)
     command = " ".join(["cmpx run", candidate.model, *(f"--backend {word}" for word in live), "--load-inputs",
                         candidate.inputs_run, "--load-outputs", outputs_run] +
-                       ([f"--reference {label}"] if len(live) > 1 else []))
+                       ([f"--reference {label}"] if len(live) > 1 else []) + _comparison_words(check) +
+                       list(options.shown))
     seen = observer(check)
     if seen.shows(fail_on, expected):
-        echo(f"reproduce (with this command's other options): {command}  -> {seen.verdict()}")
+        echo(f"reproduce: {command}  -> {seen.verdict()}")
     else:
         echo(f"warning: against {source}'s saved outputs the written model does not fail ({seen.verdict()}), though "
              f"it did with every backend live: compare them live on it (cmpx run {candidate.model} --backend ... "
              f"--load-inputs {candidate.inputs_run}), or try: {command}")
+
+
+def _comparison_words(request: RunRequest) -> list[str]:
+    """The comparison options of ``request`` (tolerances, metrics, thresholds...) as command-line words, so that
+    the printed command fails as the candidate did."""
+    import shlex
+
+    from cmpx.run_options import COMPARISON, FLAG, RUN_OPTIONS, WORDS
+
+    words: list[str] = []
+    for option in RUN_OPTIONS:
+        value = getattr(request, option.name, None)
+        if option.group != COMPARISON or value in (None, False, (), []):
+            continue
+        if option.kind == FLAG:
+            words.append(option.flags[0])
+        elif option.kind == WORDS:
+            words += [part for word in value for part in (option.flags[0], shlex.quote(str(word)))]
+        else:
+            words += [option.flags[0], shlex.quote(str(value))]
+    for metric, values in sorted(request.thresholds.items()):
+        words += [part for word in values for part in (f"--{metric}-threshold", shlex.quote(str(word)))]
+    return words
+
+
+def _backend_option_words(request: RunRequest, checked: Preflight, names: set[str]) -> tuple[str, ...]:
+    """The options of the backends ``names`` given other values than their defaults, as command-line words (each
+    backend's once, though two of its instances run)."""
+    import shlex
+
+    words: list[str] = []
+    specs = {backend.spec.name: backend.spec for backend in checked.backends if backend.name in names}
+    for spec in specs.values():
+        for option in spec.options:
+            value = request.backend_options.get(spec.param(option))
+            if value in (None, option.default, (), [], False):
+                continue
+            if value is True:
+                words.append(spec.flag(option))
+                continue
+            for item in value if isinstance(value, (list, tuple)) else [value]:
+                words += [spec.flag(option), shlex.quote(str(item))]
+    return tuple(words)

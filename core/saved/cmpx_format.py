@@ -77,7 +77,10 @@ class RunWriter:
             raise OutputFailed(f"{self.option} {self.path}: {exc.strerror or exc}; {kept}") from None
 
     def add(self, source: str, iteration: int, tensors: Mapping[str, np.ndarray], input_digest: str | None) -> None:
-        """All of one source's tensors of one iteration at once."""
+        """All of one source's tensors of one iteration at once (none: a model without inputs still has an
+        iteration to record)."""
+        self._sources.setdefault(source, len(self._sources))
+        self._pending.setdefault((source, iteration), [])
         for name, array in tensors.items():
             self.tensor(source, iteration, name, array)
         self.finish_iteration(iteration, input_digest)
