@@ -4,8 +4,10 @@ import json
 import re
 import textwrap
 
+import numpy as np
 import onnx
 import pytest
+from onnx import helper, numpy_helper
 
 EXAMPLE = "examples/models/conv.onnx"
 
@@ -179,3 +181,63 @@ def test_the_documented_fp32_op_list_is_the_one_used():
     readme = (__import__("pathlib").Path(__file__).resolve().parents[1] / "README.md").read_text()
     section = readme.split("These ops", 1)[1].split("`--keep-fp32", 1)[0]
     assert all(op in section for op in blocked_ops())
+
+
+def conv_relu_conv(path) -> str:
+    """X -> Conv -> Relu (r) -> Conv -> Y, opset 13."""
+    rng = np.random.default_rng(0)
+    weights = [numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32), name)
+               for name, shape in (("w1", (4, 3, 3, 3)), ("w2", (2, 4, 3, 3)))]
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["X", "w1"], ["c"], name="conv1", pads=[1, 1, 1, 1]),
+         helper.make_node("Relu", ["c"], ["r"], name="relu"),
+         helper.make_node("Conv", ["r", "w2"], ["Y"], name="conv2", pads=[1, 1, 1, 1])], "convrelu",
+        [helper.make_tensor_value_info("X", onnx.TensorProto.FLOAT, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("Y", onnx.TensorProto.FLOAT, [1, 2, 8, 8])], weights)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    onnx.save(model, str(path))
+    return str(path)
+
+
+def saved_tensors(directory, name: str) -> dict[str, np.ndarray]:
+    """``name`` as each backend saved it (--save-outputs DIR), by backend."""
+    found = {}
+    for line in (directory / "cmpx-run.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        for tensor in record.get("tensors", []):
+            if tensor["name"] == name:
+                found[record["source"]] = np.load(directory / tensor["file"])
+    return found
+
+
+def test_int8_compares_a_quantized_tensor_as_the_int8_model_computes_it(run_cli, tmp_path):
+    # A user trial: ONNX Runtime's quantizer drops the Relu after a Conv and gives the Conv's raw output the Relu's
+    # name r; the Q/DQ pair after it clamps. cmpx compared that raw r (-8.67 where the float r is 0), and the first
+    # divergence and the local error blamed r. The int8 model's r is what the next Conv reads: DQ(Q(raw r)).
+    model = conv_relu_conv(tmp_path / "convrelu.onnx")
+    saved, report = tmp_path / "outputs", tmp_path / "report.json"
+    result = run_cli("run", model, "--backend", "onnxref:int8", "--backend", "onnxrt:int8", "--backend", "onnxrt",
+                     "--reference", "onnxrt", "--onnx-outputs", "r", "--local-error", "--save-outputs", saved,
+                     "--report-json", report, "--save-transformed", tmp_path / "tr", "--atol", "0.2", "--rtol", "0")
+    assert result.exit_code == 1, result.output  # Y differs by more than 0.2; r, compared rightly, does not
+    quantized = onnx.load(str(tmp_path / "tr" / "convrelu.int8.onnx"))
+    scale = float(numpy_helper.to_array(next(i for i in quantized.graph.initializer if i.name == "r_scale")))
+    r = saved_tensors(saved, "r")
+    assert sorted(r) == ["onnxref:int8", "onnxrt", "onnxrt:int8"]
+    for backend in ("onnxref:int8", "onnxrt:int8"):
+        assert r[backend].min() == 0 and r[backend].max() > 0, backend  # clamped, as a Relu output is
+        steps = r[backend] / scale  # on the int8 grid of r's Q/DQ pair: the dequantized value, not the raw one
+        assert np.abs(steps - np.round(steps)).max() < 1e-3, backend
+        assert np.abs(r[backend] - r["onnxrt"]).max() < 0.2  # the raw r was off by the Conv's negative outputs
+    data = json.loads(report.read_text())
+    for pair in data["results"]:
+        outputs = {output["name"]: output["passed"] for output in pair["outputs"]}
+        assert outputs == {"r": True, "Y": False}, pair["backend"]
+        assert pair["first_divergence"]["tensor"] == "Y", pair["backend"]
+    for pair in data["pairs"]:
+        local = {entry["tensor"]: entry for entry in pair["local_errors"]}
+        assert local["r"]["max_rel"] < 1, (pair["backend"], local["r"])  # it was 1.9e16: negatives against 0
+    assert "first divergence: r" not in result.output
+    produced = {name for node in quantized.graph.node for name in node.output}
+    dequantize = next(node for node in quantized.graph.node if "r" in node.output)
+    assert dequantize.op_type == "DequantizeLinear" and "r_QuantizeLinear_Input" in produced

@@ -5,6 +5,9 @@ data the run uses (synthetic, saved or script data). With ``--calibration-cache 
 read from PATH when it exists (no calibration data is drawn then), and written there otherwise: a JSON file that
 records its calibration method, so an int8 cache is refused for fp8 and the other way round.
 
+In the result each quantized tensor's name is its DequantizeLinear output, the value the quantized model gives it
+(cmpx.transforms.dequantized_names), so per-layer comparison compares that, not the value before quantization.
+
 - int8: signed 8-bit integers, MinMax calibration; Relu/Clip after a quantized op are folded into its Q/DQ pair
   (the integer range clamps them). A model below opset 19 is raised to 19 first where ONNX's version converter
   can: the reference evaluator implements QuantizeLinear/DequantizeLinear only from opset 19, and this way
@@ -93,6 +96,19 @@ class StaticQuantization:
             finally:
                 root.setLevel(level)
         _check_quantized(self.kind, model, output_path)
+        _name_dequantized_values(output_path)
+
+
+def _name_dequantized_values(output_path: str) -> None:
+    """Give each quantized tensor's name to the value the quantized model computes for it, its DequantizeLinear
+    output (cmpx.transforms.dequantized_names says why); the weights stay where the quantizer wrote them."""
+    import onnx
+
+    from cmpx.transforms.dequantized_names import name_dequantized_values
+
+    quantized = onnx.load(output_path, load_external_data=False)
+    if name_dequantized_values(quantized.graph):
+        onnx.save(quantized, output_path)  # external tensors keep their references: only the graph is rewritten
 
 
 def _raised_opset(model):
