@@ -232,7 +232,8 @@ def _spec(value: _ValueInfo, path: str, role: str) -> TensorSpec:
     _Unsupported (with why) for an output it cannot compare, which the user may leave out."""
     if value.kind in ("sequence", "map", "optional"):
         if role == "input":
-            raise ModelError(f"input {value.name!r} in {path} is of type {value.text}; cmpx feeds tensors "
+            raise ModelError(f"input {value.name!r} in {path} is {'an' if value.kind == 'optional' else 'a'} "
+                             f"{value.kind} ({value.text}); cmpx feeds tensors "
                              "only (outputs may be sequences, maps and optionals)")
         if value.problem or value.elem_type not in ONNX_TO_NUMPY:
             raise _Unsupported(f"is of type {value.text}, and " + (
