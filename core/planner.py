@@ -61,8 +61,8 @@ def build_plan(checked: Preflight, warn: Callable[[str], None], scratch: str | N
                                  f"type {spec.value_type}")
             if not spec.is_tensor and spec.name not in excluded and (request.save_outputs or "").endswith(".json"):
                 raise UsageError(f"--save-outputs {request.save_outputs}: Polygraphy's JSON holds tensors only, and "
-                                 f"{spec.name} is of type {spec.value_type}; save to a directory (cmpx's format keeps its "
-                                 f"structure), or leave it out with --onnx-exclude-outputs {spec.name}")
+                                 f"{spec.name} is of type {spec.value_type}; save to a directory (cmpx's format keeps "
+                                 f"its structure), or leave it out with --onnx-exclude-outputs {spec.name}")
 
     feeds, inputs, iterations, dropped, ranges = None, (), None, [], []
     model_file = model.path if model is not None else None  # the file the backends and transforms load
@@ -70,6 +70,8 @@ def build_plan(checked: Preflight, warn: Callable[[str], None], scratch: str | N
         from cmpx.model.external import external_data_view
 
         model_file = external_data_view(model.path, request.external_data_dir, scratch, warn)
+    elif model is not None and backends:
+        _check_external_files(model)
     if model is not None and backends:
         check_names("--val-range", checked.ranges, [spec.name for spec in model.inputs], "model inputs")
         generates = checked.loader.generates
@@ -120,6 +122,20 @@ def build_plan(checked: Preflight, warn: Callable[[str], None], scratch: str | N
                    model_file=model_file, local_error_dir=local_error_dir, data_ranges=ranges, excluded=excluded,
                    slicing=slicing)
     return plan, feeds
+
+
+def _check_external_files(model: ModelInfo) -> None:
+    """The files a model keeps its weights in are beside it (where every backend looks), before any backend
+    starts; one that is missing is an error naming --external-data-dir. (A location outside the model's directory
+    is refused where the model is loaded.)"""
+    directory = os.path.dirname(os.path.abspath(model.path))
+    for location in model.external_data:
+        path = os.path.normpath(os.path.join(directory, location))
+        if os.path.isabs(location) or not path.startswith(directory + os.sep):
+            continue
+        if not os.path.isfile(path):
+            raise ModelError(f"{model.path} keeps weights in {location}, which is not beside it ({path} is missing); "
+                             "put it there, or give --external-data-dir DIR, the directory that holds it")
 
 
 def _local_error_dir(request: RunRequest, mark: Sequence[str], names: Sequence[str],

@@ -136,7 +136,11 @@ def test_external_data_elsewhere_warm_up_and_a_log_file(run_cli, tmp_path):
               all_tensors_to_one_file=True, location="w.bin", size_threshold=0)
     os.rename(tmp_path / "model" / "w.bin", tmp_path / "weights" / "w.bin")
     missing = run_cli("run", tmp_path / "model" / "m.onnx", "--onnxrt", "--onnxref")
-    assert missing.exit_code == 3  # the backends cannot find the weights beside the model
+    assert missing.exit_code == 2, missing.output  # found missing before any backend starts, and the fix named
+    assert missing.output.strip().splitlines() == [
+        f"Error: {tmp_path / 'model' / 'm.onnx'} keeps weights in w.bin, which is not beside it "
+        f"({tmp_path / 'model' / 'w.bin'} is missing); put it there, or give --external-data-dir DIR, the directory "
+        "that holds it"]
     found = run_cli("run", tmp_path / "model" / "m.onnx", "--onnxrt", "--onnxref", "--backend", "onnxrt:fp16",
                     "--ext", tmp_path / "weights", "--atol", "1e-2", "--rtol", "1e-2", "--warm-up", "2",
                     "--log-file", tmp_path / "log.txt", "--mark-all")

@@ -54,6 +54,7 @@ class ModelInfo:
     inputs: tuple[TensorSpec, ...]
     outputs: tuple[TensorSpec, ...]
     unsupported: tuple[tuple[str, str], ...] = ()
+    external_data: tuple[str, ...] = ()  # the files (relative to the model) its initializers keep their data in
 
 
 def read_model(path: str) -> ModelInfo:
@@ -83,13 +84,14 @@ def read_model(path: str) -> ModelInfo:
             outputs.append(_spec(value, path, "output"))
         except _Unsupported as exc:
             unsupported.append((value.name, str(exc)))
-    return ModelInfo(path, inputs, tuple(outputs), tuple(unsupported))
+    return ModelInfo(path, inputs, tuple(outputs), tuple(unsupported), tuple(graph.external))
 
 
 # Field numbers from onnx/onnx.proto.
 _MODEL_IR_VERSION, _MODEL_GRAPH = 1, 7
 _GRAPH_INITIALIZER, _GRAPH_INPUT, _GRAPH_OUTPUT, _GRAPH_SPARSE_INITIALIZER = 5, 11, 12, 15
 _TENSOR_NAME, _SPARSE_TENSOR_VALUES = 8, 1
+_TENSOR_EXTERNAL_DATA, _TENSOR_DATA_LOCATION, _EXTERNAL, _ENTRY_KEY, _ENTRY_VALUE = 13, 14, 1, 1, 2
 _VALUE_NAME, _VALUE_TYPE = 1, 2
 _TYPE_TENSOR, _TYPE_SEQUENCE, _TYPE_MAP, _TYPE_OPTIONAL = 1, 4, 5, 9
 _TYPE_KINDS = {1: "tensor", 4: "sequence", 5: "map", 8: "sparse tensor", 9: "optional"}  # the TypeProto oneof
@@ -116,6 +118,7 @@ class _Graph:
     inputs: list[_ValueInfo] = field(default_factory=list)
     outputs: list[_ValueInfo] = field(default_factory=list)
     initialized: set[str] = field(default_factory=set)
+    external: dict[str, None] = field(default_factory=dict)  # the files initializers keep their data in, in order
 
 
 def _decode(model: memoryview) -> tuple[int, _Graph]:
@@ -135,19 +138,29 @@ def _decode_graph(data: memoryview, graph: _Graph) -> None:
         elif number == _GRAPH_OUTPUT:
             graph.outputs.append(_decode_value(message(value, "GraphProto.output")))
         elif number == _GRAPH_INITIALIZER:
-            graph.initialized.add(_tensor_name(message(value, "GraphProto.initializer")))
+            _add_initializer(message(value, "GraphProto.initializer"), graph)
         elif number == _GRAPH_SPARSE_INITIALIZER:
             for inner, _, values in fields(message(value, "GraphProto.sparse_initializer")):
                 if inner == _SPARSE_TENSOR_VALUES:
-                    graph.initialized.add(_tensor_name(message(values, "SparseTensorProto.values")))
+                    _add_initializer(message(values, "SparseTensorProto.values"), graph)
 
 
-def _tensor_name(tensor: memoryview) -> str:
-    name = ""
+def _add_initializer(tensor: memoryview, graph: _Graph) -> None:
+    """An initializer's name, and the file its data is in when it is external (its raw data is skipped)."""
+    name, location, external = "", None, False
     for number, _, value in fields(tensor):
         if number == _TENSOR_NAME:
             name = text(value, "TensorProto.name")
-    return name
+        elif number == _TENSOR_DATA_LOCATION:
+            external = value == _EXTERNAL
+        elif number == _TENSOR_EXTERNAL_DATA:
+            entry = {key: text(item, "StringStringEntryProto") for key, _, item in fields(message(value, "entry"))
+                     if key in (_ENTRY_KEY, _ENTRY_VALUE)}
+            if entry.get(_ENTRY_KEY) == "location" and _ENTRY_VALUE in entry:
+                location = entry[_ENTRY_VALUE]
+    graph.initialized.add(name)
+    if external and location:
+        graph.external[location] = None
 
 
 def _decode_value(data: memoryview) -> _ValueInfo:
