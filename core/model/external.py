@@ -15,16 +15,11 @@ from cmpx.userfiles import inside
 
 
 def external_locations(model_path: str) -> list[str]:
-    """The files the model's initializers keep their data in (``location`` entries), each once."""
-    import onnx
+    """The files the model's initializers keep their data in (``location`` entries), each once, in order; read
+    from the model's structure, its weights unread."""
+    from cmpx.model.info import read_model
 
-    model = onnx.load(model_path, load_external_data=False)
-    tensors = list(model.graph.initializer) + [sparse.values for sparse in model.graph.sparse_initializer]
-    found: dict[str, None] = {}
-    for tensor in tensors:
-        if tensor.data_location == onnx.TensorProto.EXTERNAL:
-            found.update(dict.fromkeys(entry.value for entry in tensor.external_data if entry.key == "location"))
-    return list(found)
+    return list(read_model(model_path).external_data)
 
 
 def external_data_view(model_path: str, data_dir: str, scratch: str, warn: Callable[[str], None]) -> str:

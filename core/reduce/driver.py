@@ -150,14 +150,10 @@ def _check(options: ReduceOptions, checked: Preflight) -> None:
 
 def _check_not_the_model(output: str, model: str) -> None:
     """-o (and the weights file it may write beside it) must not overwrite the model or the files it reads."""
-    import onnx
-
+    from cmpx.model.external import external_locations
     from cmpx.model.graph import model_directory
 
-    structure = onnx.load(model, load_external_data=False)
-    tensors = [*structure.graph.initializer, *(sparse.values for sparse in structure.graph.sparse_initializer)]
-    locations = {entry.value for tensor in tensors if tensor.data_location == onnx.TensorProto.EXTERNAL
-                 for entry in tensor.external_data if entry.key == "location"}
+    locations = external_locations(model)
     written = {os.path.realpath(output): "-o", os.path.realpath(output + ".data"): "-o's weights file (OUT.data)"}
     for path in [model, *(os.path.join(model_directory(model), location) for location in sorted(locations))]:
         what = written.get(os.path.realpath(path))
