@@ -173,8 +173,7 @@ def _check_unused_backend_options(request: RunRequest, plugins: PluginSet, used:
         if spec is None or name in used:
             continue
         for option in spec.options:
-            value = request.backend_options.get(spec.param(option))
-            if value not in (None, option.default, (), [], False):
+            if option.given(request.backend_options.get(spec.param(option))):
                 raise UsageError(f"{spec.flag(option)} is an option of backend {name}, which this run does not use; "
                                  f"add --backend {name}, or leave it out")
 

@@ -46,6 +46,10 @@ class BackendOption:
     marks: bool = False  # its value selects tensors to mark (like --onnx-outputs), e.g. --trt-outputs
     aliases: tuple[str, ...] = ()  # more spellings users know (Polygraphy's --providers for --onnxrt-providers)
 
+    def given(self, value: Any) -> bool:
+        """Whether ``value`` (as a run holds it) is the user's, not this option's default or absence."""
+        return value not in (None, self.default, (), [], False)
+
 
 @dataclass(frozen=True)
 class BackendSpec:

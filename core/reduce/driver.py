@@ -350,7 +350,7 @@ def _backend_option_words(request: RunRequest, checked: Preflight, names: set[st
     for spec in specs.values():
         for option in spec.options:
             value = request.backend_options.get(spec.param(option))
-            if value in (None, option.default, (), [], False):
+            if not option.given(value):
                 continue
             if value is True:
                 words.append(spec.flag(option))
