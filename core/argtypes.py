@@ -104,8 +104,10 @@ class PerOutput(Generic[T]):
         return self.overrides.get(output, self.default)
 
 
-def parse_per_output(option: str, values: Iterable[str], default: T, convert: Callable[[str], T]) -> PerOutput[T]:
-    """Parse per-output words: a bare value sets the default, ``name:value`` one output (split on the last ':')."""
+def parse_per_output(option: str, values: Iterable[str], default: T, convert: Callable[[str], T],
+                     example: str = "VALUE") -> PerOutput[T]:
+    """Parse per-output words: a bare value sets the default, ``name:value`` one output (split on the last ':');
+    ``example`` names the value's form in the error for an empty name."""
     overrides: dict[str, T] = {}
     for text in values:
         name, sep, value_text = text.rpartition(":")
@@ -116,7 +118,7 @@ def parse_per_output(option: str, values: Iterable[str], default: T, convert: Ca
         if sep and name:
             overrides[name] = value
         elif sep:
-            raise UsageError(f"{option}: {text!r} has an empty output name; use VALUE or NAME:VALUE")
+            raise UsageError(f"{option}: {text!r} has an empty output name; use {example} or NAME:{example}")
         else:
             default = value
     return PerOutput(default, overrides)

@@ -164,6 +164,9 @@ CASES = [
     # Polygraphy's options and spellings
     (EXAMPLE, (*OK, "--compare", "indices", "--index-tolerance", "1.5"),
      "--index-tolerance: '1.5': the index tolerance is a whole number of positions (0, 1, 2...), not 1.5"),
+    (EXAMPLE, (*OK, "--postprocess", "top-x"), "--postprocess: 'top-x': the accepted form is top-K or top-K,axis=N"),
+    (EXAMPLE, (*OK, "--postprocess", ":top-1"), "--postprocess: ':top-1' has an empty output name; use top-K or "
+     "NAME:top-K"),
     (EXAMPLE, (*OK, "--tf32"), "--tf32 is an option of backend trt, which this run does not use; add --backend trt"),
     (EXAMPLE, ("--onnxrt", "--trt-outputs", "*"), "--trt-outputs is an option of backend trt, which this run"),
     (EXAMPLE, (*OK, "--lpips-threshold", "0.1"), "--lpips-threshold is a Polygraphy option that cmpx does not have"),

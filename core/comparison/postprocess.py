@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from cmpx.argtypes import parse_per_output
 from cmpx.errors import UsageError
 
 FORM = "top-K or top-K,axis=N, optionally per output as NAME:top-K, e.g. --postprocess top-5 logits:top-1,axis=1"
@@ -41,20 +42,15 @@ class Postprocess:
 
 
 def parse_postprocess(words: Iterable[str]) -> Postprocess:
-    default, by_output = None, {}
-    for word in words:
-        name, sep, value = word.rpartition(":")
-        match = _TOP_K.match(value.strip())
-        if not match:
-            raise UsageError(f"--postprocess: cannot read {word!r}; the accepted form is {FORM}")
-        spec = TopK(int(match[1]), int(match[2]) if match[2] is not None else -1)
-        if sep and name:
-            by_output[name] = spec
-        elif sep:
-            raise UsageError(f"--postprocess: {word!r} has an empty output name; use top-K or NAME:top-K")
-        else:
-            default = spec
-    return Postprocess(default, by_output)
+    parsed = parse_per_output("--postprocess", words, None, _top_k, example="top-K")
+    return Postprocess(parsed.default, dict(parsed.overrides))
+
+
+def _top_k(text: str) -> TopK:
+    match = _TOP_K.match(text)
+    if not match:
+        raise ValueError(f"the accepted form is {FORM}")
+    return TopK(int(match[1]), int(match[2]) if match[2] is not None else -1)
 
 
 def top_k_indices(array: Any, k: int, axis: int, output: str = "") -> Any:
