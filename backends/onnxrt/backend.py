@@ -39,10 +39,16 @@ class OnnxrtBackend(Backend):
         self.session = onnxruntime.InferenceSession(model, sess_options=options, providers=providers)
         self.output_names = [output.name for output in self.session.get_outputs()]
         self.output_dtypes = {o.name: ORT_TYPES.get(o.type) for o in self.session.get_outputs()}
-        static = {o.name: tuple(o.shape) for o in self.session.get_outputs()
-                  if all(isinstance(d, int) and d >= 0 for d in o.shape)}
+        # Only a full shape ORT states is bound ahead: it reports [] both for a scalar and for an output whose rank
+        # it does not know, so [] is treated as unknown (a scalar costs nothing to copy). An output that is also a
+        # graph input is never bound: ONNX Runtime does not write a pre-bound buffer for it.
+        input_names = {i.name for i in self.session.get_inputs()}
+        self._unbindable = {name for name in self.output_names if name in input_names}
+        self._static_shapes = {o.name: tuple(o.shape) for o in self.session.get_outputs()
+                               if o.shape and all(isinstance(d, int) and d >= 0 for d in o.shape)
+                               and o.name not in self._unbindable}
         self._shapes_by_inputs: dict[tuple, dict[str, tuple[int, ...]]] = {}
-        self._static_shapes = static
+        self._learn_shapes = True  # off once an output's shape turned out to depend on the data (NonZero, ...)
         # IOBinding binds tensors only: a model with a sequence or map output (a ZipMap) runs the plain way
         self._bindable = providers == ["CPUExecutionProvider"] and all(o.type.startswith("tensor(")
                                                                        for o in self.session.get_outputs())
@@ -57,7 +63,22 @@ class OnnxrtBackend(Backend):
         if not self._bindable:
             return self.infer(feeds)
         signature = tuple((name, array.shape, array.dtype.str) for name, array in sorted(feeds.items()))
-        known = dict(self._static_shapes, **self._shapes_by_inputs.get(signature, {}))
+        learned = self._shapes_by_inputs.get(signature, {}) if self._learn_shapes else {}
+        try:
+            results = self._run_bound(feeds, allocate, dict(self._static_shapes, **learned))
+        except Exception:
+            if not learned:
+                raise
+            # a shape learned from an earlier run did not hold (it depends on the values): never guess again
+            self._learn_shapes = False
+            self._shapes_by_inputs.clear()
+            results = self._run_bound(feeds, allocate, self._static_shapes)
+        if self._learn_shapes:
+            self._shapes_by_inputs[signature] = {name: tuple(array.shape) for name, array in results.items()
+                                                 if name not in self._unbindable}
+        return results
+
+    def _run_bound(self, feeds: dict[str, np.ndarray], allocate, known: dict[str, tuple[int, ...]]):
         binding = self.session.io_binding()
         for name, array in feeds.items():
             binding.bind_cpu_input(name, np.require(array, requirements="C"))  # (ascontiguousarray makes 0-d 1-d)
@@ -73,7 +94,6 @@ class OnnxrtBackend(Backend):
         results = {}
         for name, value in zip(self.output_names, binding.get_outputs()):
             results[name] = bound[name] if name in bound else value.numpy()
-        self._shapes_by_inputs[signature] = {name: tuple(array.shape) for name, array in results.items()}
         return results
 
     def framework_version(self) -> str:

@@ -1,0 +1,103 @@
+"""Wrong results cmpx itself computed (issue #26): each test reproduces one through the real CLI with real
+workers and fails on the code before its fix. A comparison tool must never be the source of a difference."""
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from cmpx.testing import models
+
+
+def _verdict(output: str) -> str:
+    return output.strip().splitlines()[-1]
+
+
+def _save(model: onnx.ModelProto, path) -> str:
+    onnx.save(model, path)  # (the checker wants a shape on every output; these have none on purpose)
+    return str(path)
+
+
+def _graph(nodes, inputs, outputs, initializers=()):
+    graph = helper.make_graph(nodes, "test", inputs, outputs, list(initializers))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def _passthrough(tmp_path) -> str:
+    """Outputs [Y, X] where X is also the model's input."""
+    x = helper.make_tensor_value_info("X", TensorProto.FLOAT, [2, 3])
+    return _save(_graph([helper.make_node("Relu", ["X"], ["Y"])], [x],
+                        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [2, 3]), x]), tmp_path / "pass.onnx")
+
+
+def test_an_output_that_is_also_an_input_is_read_from_onnxrt_as_fed(run_cli, tmp_path):
+    model = _passthrough(tmp_path)
+    against_reference = run_cli("run", model, "--backend", "onnxrt", "--backend", "onnxref", "--atol", "0",
+                                "--rtol", "0", "--iterations", "2")
+    assert against_reference.exit_code == 0, against_reference.output
+    assert "X: max abs 0 " in against_reference.output
+    # the golden holds the fed values, not zeros: a saved onnxrt run passes exactly against the reference
+    saved = run_cli("run", model, "--backend", "onnxrt", "--save-outputs", tmp_path / "golden",
+                    "--save-inputs", tmp_path / "inputs")
+    assert saved.exit_code == 0, saved.output
+    loaded = run_cli("run", model, "--backend", "onnxref", "--load-outputs", tmp_path / "golden",
+                     "--load-inputs", tmp_path / "inputs", "--atol", "0", "--rtol", "0")
+    assert loaded.exit_code == 0, loaded.output
+    assert "2 output(s), 12 element(s) compared" in _verdict(loaded.output)
+
+
+def test_an_output_that_is_also_an_input_differs_between_onnxrt_runs_when_the_inputs_do(run_cli, tmp_path):
+    # onnxrt against onnxrt was a false pass (zeros on both sides): a changed input shows in the comparison
+    model = _passthrough(tmp_path)
+    first = run_cli("run", model, "--backend", "onnxrt", "--save-outputs", tmp_path / "a", "--seed", "1")
+    assert first.exit_code == 0, first.output
+    second = run_cli("run", model, "--backend", "onnxrt", "--load-outputs", tmp_path / "a", "--seed", "2")
+    assert second.exit_code == 1, second.output
+    assert "FAILED  X:" in second.output
+
+
+def _unknown_rank_reshape(tmp_path) -> str:
+    """Polygraphy's tests/models/reshape.onnx in kind: a Reshape to a shape computed from the input's, through a
+    Compress, so that ONNX Runtime knows neither the output's shape nor its rank (it reports [])."""
+    data = helper.make_tensor_value_info("data", TensorProto.FLOAT, ["N", 3, 5, 5])
+    nodes = [helper.make_node("Shape", ["data"], ["s"]), helper.make_node("Slice", ["s", "zero1", "one"], ["n"]),
+             helper.make_node("Concat", ["n", "minus1"], ["wanted"], axis=0),
+             helper.make_node("Greater", ["wanted", "zero"], ["positive"]),
+             helper.make_node("Compress", ["wanted", "positive"], ["kept"]),
+             helper.make_node("Concat", ["kept", "minus1"], ["shape"], axis=0),
+             helper.make_node("Reshape", ["data", "shape"], ["R"])]
+    constants = [numpy_helper.from_array(np.array(v, np.int64), name) for name, v in
+                 [("zero1", [0]), ("one", [1]), ("minus1", [-1]), ("zero", 0)]]
+    return _save(_graph(nodes, [data], [helper.make_tensor_value_info("R", TensorProto.FLOAT, None)], constants),
+                 tmp_path / "reshape.onnx")
+
+
+def test_an_output_of_unknown_rank_is_not_bound_as_a_scalar(run_cli, tmp_path):
+    model = _unknown_rank_reshape(tmp_path)
+    import onnxruntime
+
+    assert onnxruntime.InferenceSession(model).get_outputs()[0].shape == []  # the case: rank unknown to ORT
+    result = run_cli("run", model, "--backend", "onnxrt", "--backend", "onnxref",
+                     "--input-shapes", "data:[2,3,5,5]", "--iterations", "2", "--save-outputs", tmp_path / "saved")
+    assert result.exit_code == 0, result.output
+    assert "2 output(s), 300 element(s) compared" in _verdict(result.output)
+    marked = run_cli("run", model, "--backend", "onnxrt", "--backend", "onnxref",
+                     "--input-shapes", "data:[2,3,5,5]", "--mark-all")
+    assert marked.exit_code == 0, marked.output
+    assert "shape mismatch" not in marked.output
+    from cmpx.saved.opening import open_saved
+
+    saved = open_saved(str(tmp_path / "saved"), "outputs").sources
+    assert [tuple(source.load(i)["R"].shape) for source in saved for i in range(2)] == [(2, 75)] * 2 * len(saved)
+
+
+def test_an_output_whose_shape_depends_on_the_values_is_not_bound_to_a_shape_seen_before(run_cli, tmp_path):
+    # NonZero's output shape changes with the data at the same input shape: a shape learned from the first
+    # iteration must not be bound for the next one (ONNX Runtime then refused the run: exit 3)
+    x = helper.make_tensor_value_info("X", TensorProto.FLOAT, [64])
+    model = _save(_graph([helper.make_node("Relu", ["X"], ["Z"]), helper.make_node("NonZero", ["Z"], ["Y"])], [x],
+                         [helper.make_tensor_value_info("Y", TensorProto.INT64, None),
+                          helper.make_tensor_value_info("Z", TensorProto.FLOAT, [64])]), tmp_path / "nonzero.onnx")
+    result = run_cli("run", model, "--backend", "onnxrt", "--backend", "onnxref", "--iterations", "4",
+                     "--val-range", "X:[-1,1]", "--atol", "0", "--rtol", "0")
+    assert result.exit_code == 0, result.output
+    assert "4 comparison(s) over 4 iteration(s), 8 output(s)" in _verdict(result.output)
