@@ -101,3 +101,64 @@ def test_an_output_whose_shape_depends_on_the_values_is_not_bound_to_a_shape_see
                      "--val-range", "X:[-1,1]", "--atol", "0", "--rtol", "0")
     assert result.exit_code == 0, result.output
     assert "4 comparison(s) over 4 iteration(s), 8 output(s)" in _verdict(result.output)
+
+
+def _needs_constraints(tmp_path) -> str:
+    """Polygraphy's precision-constraints example in kind (examples/cli/run/08): x flipped by a MatMul with a
+    rotated identity, + FP16_MAX, - FP16_MAX, flipped back. In float16 the Add overflows; kept in float32 it does
+    not, unless the tensor between the Add and the Sub is rounded to float16 on its way."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 4, 4])
+    flip = numpy_helper.from_array(np.rot90(np.eye(4, dtype=np.float32)).copy(), "flip")
+    big = numpy_helper.from_array(np.array(65504, np.float32), "fp16_max")
+    nodes = [helper.make_node("MatMul", ["x", "flip"], ["flipped"], name="flip_in"),
+             helper.make_node("Add", ["flipped", "fp16_max"], ["added"], name="add"),
+             helper.make_node("Sub", ["added", "fp16_max"], ["subtracted"], name="sub"),
+             helper.make_node("MatMul", ["subtracted", "flip"], ["y"], name="flip_out")]
+    return _save(_graph(nodes, [x], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 4, 4])],
+                        [flip, big]), tmp_path / "needs_constraints.onnx")
+
+
+def test_keep_fp32_keeps_the_tensor_between_two_kept_nodes_in_float32(run_cli, tmp_path):
+    model = _needs_constraints(tmp_path)
+    common = ["--backend", "onnxref", "--val-range", "x:[1,2]", "--check-error-stat", "median", "--atol", "1e-2",
+              "--rtol", "0"]
+    unconstrained = run_cli("run", model, "--backend", "onnxref:fp16", *common)
+    assert unconstrained.exit_code == 1, unconstrained.output  # the overflow the example is about
+    kept = run_cli("run", model, "--backend", "onnxref:fp16", *common, "--keep-fp32", "Add", "Sub", "--mark-all",
+                   "--save-transformed", tmp_path / "transformed")
+    assert kept.exit_code == 0, kept.output
+    assert "4 comparison(s)" not in kept.output and "PASSED  added:" in kept.output
+    graph = onnx.load(next((tmp_path / "transformed").glob("*.onnx"))).graph
+    nodes = {node.name: node for node in graph.node}
+    assert list(nodes["sub"].input)[0] == "added" == list(nodes["add"].output)[0]  # no Cast pair between them
+    types = {info.name: info.type.tensor_type.elem_type for info in graph.value_info}
+    assert types.get("added", TensorProto.FLOAT) == TensorProto.FLOAT
+
+
+def test_keep_fp32_feeds_a_kept_node_the_float32_input_unrounded(run_cli, tmp_path):
+    # a kept node reading a graph input reads it as given, not through float16 and back
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [8])
+    model = _save(_graph([helper.make_node("Mul", ["x", "x"], ["y"], name="square")], [x],
+                         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [8])]), tmp_path / "square.onnx")
+    for kind in ("fp16", "bf16"):
+        result = run_cli("run", model, "--backend", f"onnxref:{kind}", "--backend", "onnxref", "--keep-fp32", "Mul",
+                         "--atol", "0", "--rtol", "0")
+        assert result.exit_code == 0, (kind, result.output)
+        assert "y: max abs 0 " in result.output
+
+
+def test_the_models_own_casts_are_never_joined():
+    from cmpx.transforms.kept_float32 import join_kept_float32
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
+    nodes = [helper.make_node("Cast", ["x"], ["h"], to=TensorProto.FLOAT16, name="mine16"),
+             helper.make_node("Cast", ["h"], ["y"], to=TensorProto.FLOAT, name="mine32"),
+             helper.make_node("Relu", ["y"], ["z"], name="relu")]
+    model = _graph(nodes, [x], [helper.make_tensor_value_info("z", TensorProto.FLOAT, [2])])
+    before = model.SerializeToString()
+    joined = join_kept_float32(model, {"mine16", "mine32", "relu"})
+    assert joined.SerializeToString() == before  # a model rounding to float16 on purpose keeps doing so
+    # the same graph where the converter had inserted the Casts: the round trip goes
+    inserted = join_kept_float32(_graph(nodes, [x], [helper.make_tensor_value_info("z", TensorProto.FLOAT, [2])]),
+                                 {"relu"})
+    assert [(n.name, list(n.input)) for n in inserted.graph.node] == [("relu", ["x"])]

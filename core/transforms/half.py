@@ -3,7 +3,8 @@
 The conversion is ONNX Runtime's float16 converter (onnxruntime.transformers.float16), which keeps tensor names,
 so per-layer comparison lines up the same tensors in both graphs; the casts it inserts have new names and are
 therefore never compared. Ops in its default block list (ops without float16 kernels, listed by
-``blocked_ops()``) stay in float32, as does anything named with --keep-fp32 (node names or op types).
+``blocked_ops()``) stay in float32, as does anything named with --keep-fp32 (node names or op types); what one
+kept node passes to another, or a float32 input to a kept node, is not rounded on the way (cmpx.transforms.kept_float32).
 bf16 is the same graph with bfloat16 in place of float16.
 
 Models over 2 GB work: shapes are inferred without the weights, only float32 weights (the ones converted) are
@@ -16,6 +17,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from cmpx.errors import UsageError
+from cmpx.transforms.kept_float32 import join_kept_float32
 from cmpx.transforms.options import TransformOptions
 from cmpx.transforms.saving import load_for_transform, save_model
 
@@ -47,6 +49,7 @@ class HalfPrecision:
         keep_nodes = [k for k in self.options.keep_fp32 if k in node_names]
         converted = convert_float_to_float16(model, keep_io_types=True, op_block_list=blocked_ops() + keep_ops,
                                              node_block_list=keep_nodes, disable_shape_infer=True)
+        converted = join_kept_float32(converted, node_names)
         if self.kind == "bf16":
             converted = to_bfloat16(converted)
         save_model(topologically_sorted(converted), output_path, model_path)
