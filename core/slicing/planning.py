@@ -14,6 +14,7 @@ from cmpx.memory import default_memory_budget, size_text
 from cmpx.slicing.cuts import Slice, cut, group_nodes
 
 PAGE = 4096  # a worker places each large output on a page boundary
+HALF_TRANSFORMS = ("fp16", "bf16")
 
 if TYPE_CHECKING:
     from cmpx.model.info import ModelInfo, TensorSpec
@@ -109,6 +110,13 @@ def plan_slicing(model: ModelInfo, inputs: Sequence[TensorSpec], backends: Seque
             models[backend.name] = made[path]
     if not models:
         return None
+    half = [name for name, plan in zip([b.name for b in backends], backends) if name in models
+            and plan.transform in HALF_TRANSFORMS]
+    if half:
+        warn(f"{', '.join(half)} run(s) a 16-bit float graph in slices: each tensor crossing a cut is rounded to "
+             "its 16-bit type, as the graph says, where a framework computing several 16-bit ops in float32 within "
+             "one session (ONNX Runtime's CPU provider does) skips that rounding, so the statistics can differ "
+             "slightly from an unsliced run's (see 'Per-layer comparison' in the README)")
     unknown = sum(1 for name in returned if name not in sizes)
     return SlicingPlan(budget, given, needed, targets, models, tuple(whole), unknown)
 
