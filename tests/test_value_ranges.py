@@ -85,11 +85,50 @@ def test_masks_get_0_and_1_only_when_every_use_is_a_mask():
                       [zero, one, x], outputs=("nb", "e", "m", "inv", "a", "mm", "ma", "s"))
     assert found["bool_mask"] == (0, 1, "cast to bool")
     assert found["cmp_mask"] == (0, 1, "compared to zero")
-    assert found["mul_mask"] == (0, 1, "a 0/1 multiplier")
+    assert found["mul_mask"] == (0, 9, "the default: multiplied by a constant (a scale, not a mask), which does "
+                                       "not bound it")
     assert found["inv_mask"] == (0, 1, "a 0/1 multiplier (1 - mask)")
     assert found["counts"] == (0, 9, "the default: an input of Add, which does not bound it")
     assert found["mixed"][:2] == (0, 9)
     assert found["shaped"] == (0, 9, "the default: no use in the graph bounds it")
+
+
+def test_positions_scaled_into_a_cos_are_not_a_mask(tmp_path):
+    """An LLM's position_ids reach Cos/Sin through Cast -> Mul by inv_freq (expanded: not an initializer itself):
+    a scale, so positions above 1 are exercised (issue #26, item 5)."""
+    inv_freq = numpy_helper.from_array(np.linspace(1, 1e-4, 8, dtype=np.float32).reshape(1, 8), "inv_freq")
+    shape = numpy_helper.from_array(np.array([4, 8], np.int64), "shape")
+    nodes = [helper.make_node("Expand", ["inv_freq", "shape"], ["freq"]),
+             helper.make_node("Unsqueeze", ["position_ids", "axis"], ["p"]),
+             helper.make_node("Cast", ["p"], ["pf"], to=TensorProto.FLOAT),
+             helper.make_node("Mul", ["pf", "freq"], ["angles"]),
+             helper.make_node("Cos", ["angles"], ["Y"]),
+             # a mask multiplying the hidden state, and also used as 1 - mask: a mask, by the second use
+             helper.make_node("Cast", ["attention_mask"], ["mf"], to=TensorProto.FLOAT),
+             helper.make_node("Mul", ["hidden", "mf"], ["pooled"]),
+             helper.make_node("Sub", ["one", "mf"], ["inverted"]),
+             # a product with a tensor alone says nothing
+             helper.make_node("Cast", ["weights"], ["wf"], to=TensorProto.FLOAT),
+             helper.make_node("Mul", ["wf", "hidden"], ["weighted"])]
+    constants = [inv_freq, shape, numpy_helper.from_array(np.array([1], np.int64), "axis"),
+                 numpy_helper.from_array(np.array(1.0, np.float32), "one")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(n, TensorProto.INT64, [4])
+                                           for n in ("position_ids", "attention_mask", "weights")]
+                              + [helper.make_tensor_value_info("hidden", TensorProto.FLOAT, [4])],
+                              [helper.make_tensor_value_info(n, TensorProto.FLOAT, None)
+                               for n in ("Y", "pooled", "inverted", "weighted")], constants)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    specs = [TensorSpec(n, "int64", (4,)) for n in ("position_ids", "attention_mask", "weights")]
+    found = {r.input: (r.low, r.high, r.reason) for r in
+             integer_ranges(model, specs, DEFAULT_INT_RANGE, {s.name: LIMITS for s in specs})}
+    assert found["position_ids"] == (0, 9, "the default: multiplied by a constant (a scale, not a mask), which "
+                                           "does not bound it")
+    assert found["attention_mask"] == (0, 1, "a 0/1 multiplier (1 - mask)")
+    assert found["weights"] == (0, 9, "the default: multiplied by another tensor, which does not bound it")
+    path = tmp_path / "positions.onnx"
+    onnx.save(model, path)
+    ranges = {r.input: r for r in data_ranges(str(path), specs, None, {}, DEFAULT_INT_RANGE)}
+    assert ranges["position_ids"].high == 9
 
 
 def test_the_dtype_still_bounds_a_table_range():

@@ -5,7 +5,10 @@ Unsqueeze, Squeeze, Expand, Flatten, Identity, Slice, Transpose, Concat, Tile...
 
 - an index into a table of known size (Gather, GatherElements, GatherND, Scatter*, OneHot's depth): the values
   must lie in [0, size - 1], and the smallest table wins (``token_type_ids`` index a 2-row embedding);
-- a mask: compared to zero, cast to bool, or a 0/1 multiplier (``attention_mask``): {0, 1}, when every use is one;
+- a mask: compared to zero, cast to bool, or ``1 - mask`` (``attention_mask``): {0, 1}, when every use is one;
+- a product with another tensor of the model's (``hidden * mask``) neither bounds nor makes a mask: it is a mask
+  only if another use says so; a product with a constant is a scale (``position_ids * inv_freq`` before a Cos), so
+  no bound;
 - anything else (arithmetic, a shape, a graph output): no bound, so cmpx's default range.
 
 Uses that read only the input's shape (Shape, Size) say nothing about its values and are skipped. Imports onnx;
@@ -53,7 +56,7 @@ class InputRange:
 
 @dataclass(frozen=True)
 class _Use:
-    kind: str  # "index", "mask" or "other"
+    kind: str  # "index", "mask", "other", or "neutral" (says nothing either way)
     reason: str
     size: int = 0  # an index's table size
 
@@ -104,10 +107,11 @@ def integer_ranges(model, inputs: Sequence[TensorSpec], default: ValueRange,
     in_subgraphs = set(_subgraph_inputs(graph.node))
     sizes = _static_shapes(graph)
     constants = _constant_values(graph)
+    fixed = _constant_names(graph)
     found = []
     for spec in inputs:
         low_limit, high_limit = limits[spec.name]
-        uses = _uses(spec.name, consumers, in_subgraphs, sizes, constants, {o.name for o in graph.output})
+        uses = _uses(spec.name, consumers, in_subgraphs, sizes, constants, {o.name for o in graph.output}, fixed)
         found.append(_choose(spec.name, uses, default, low_limit, high_limit))
     return found
 
@@ -120,6 +124,7 @@ def _choose(name: str, uses: list[_Use], default: ValueRange, low_limit: int, hi
     indices = [use for use in uses if use.kind == "index"]
     masks = [use for use in uses if use.kind == "mask"]
     others = [use for use in uses if use.kind == "other"]
+    neutral = [use for use in uses if use.kind == "neutral"]
     if indices:
         smallest = min(indices, key=lambda use: use.size)
         if smallest.size < 1:
@@ -132,13 +137,14 @@ def _choose(name: str, uses: list[_Use], default: ValueRange, low_limit: int, hi
     if masks and not others:
         reasons = list(dict.fromkeys(use.reason for use in masks))
         return clamp(0, 1, " and ".join(reasons))
-    why = "the default: no use in the graph bounds it" if not uses else \
-        f"the default: {others[0].reason}, which does not bound it"
+    first = (others or neutral or [None])[0]
+    why = "the default: no use in the graph bounds it" if first is None else \
+        f"the default: {first.reason}, which does not bound it"
     return clamp(int(default.low), int(default.high), why)
 
 
 def _uses(name: str, consumers, in_subgraphs: set[str], sizes: Mapping[str, tuple[int, ...]],
-          constants: Mapping[str, object], outputs: set[str]) -> list[_Use]:
+          constants: Mapping[str, object], outputs: set[str], fixed: set[str]) -> list[_Use]:
     """Where the values of ``name`` end up, following pass-through ops (each value name once)."""
     uses: list[_Use] = []
     pending, seen = [name], {name}
@@ -149,7 +155,7 @@ def _uses(name: str, consumers, in_subgraphs: set[str], sizes: Mapping[str, tupl
         if value in in_subgraphs:
             uses.append(_Use("other", "a use inside a subgraph"))
         for node, index in consumers.get(value, ()):
-            use = _classify(node, index, sizes, constants)
+            use = _classify(node, index, sizes, constants, fixed)
             if use is not None:
                 uses.append(use)
                 continue
@@ -162,10 +168,10 @@ def _uses(name: str, consumers, in_subgraphs: set[str], sizes: Mapping[str, tupl
     return uses
 
 
-def _classify(node, index: int, sizes: Mapping[str, tuple[int, ...]], constants: Mapping[str, object]
-              ) -> _Use | None:
+def _classify(node, index: int, sizes: Mapping[str, tuple[int, ...]], constants: Mapping[str, object],
+              fixed: set[str]) -> _Use | None:
     """What ``node`` does with its input ``index``: a use, or None when it passes the values on (or reads only
-    their shape)."""
+    their shape). ``fixed``: the values computed from constants alone."""
     op = node.op_type
     if op in INDEXING and INDEXING[op][0] == index:
         return _index_use(node, sizes)
@@ -184,7 +190,10 @@ def _classify(node, index: int, sizes: Mapping[str, tuple[int, ...]], constants:
             return _Use("mask", "compared to zero")
         return _Use("other", f"compared by {op} to something other than zero")
     if op == "Mul":
-        return _Use("mask", "a 0/1 multiplier")
+        other = node.input[1 - index] if len(node.input) == 2 else ""
+        if other in fixed:
+            return _Use("other", "multiplied by a constant (a scale, not a mask)")
+        return _Use("neutral", "multiplied by another tensor")
     if op == "Sub" and index == 1:
         value = constants.get(node.input[0])
         if value is not None and len(value) == 1 and float(value[0]) == 1:
@@ -267,6 +276,18 @@ def _constant_values(graph, largest: int = 16) -> dict[str, list[float]]:
         except (ValueError, TypeError):  # a string or otherwise unreadable constant says nothing here
             continue
     return values
+
+
+def _constant_names(graph) -> set[str]:
+    """The values computed from initializers and Constant nodes alone (``inv_freq`` expanded and reshaped)."""
+    fixed = {t.name for t in graph.initializer} | {""}
+    inputs = {value.name for value in graph.input}
+    fixed -= inputs  # an initializer that is also an input can be fed
+    for node in graph.node:  # the graph is topologically sorted, as ONNX requires
+        reads_outer = any(attribute.HasField("g") or attribute.graphs for attribute in node.attribute)
+        if not reads_outer and all(name in fixed for name in node.input):
+            fixed.update(name for name in node.output if name)
+    return fixed - {""}
 
 
 def _subgraph_inputs(nodes: Iterable) -> Iterable[str]:
