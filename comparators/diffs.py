@@ -3,7 +3,8 @@
 Floats up to 32 bits (float16 and bfloat16 included) are compared in float32, wider floats and integers in
 float64; integer differences are taken exactly in 64-bit integer arithmetic first, so int64 and uint64 extremes
 never wrap. Bools differ by inequality. The relative error divides by the reference, whose exact zeros count
-as machine epsilon (2.22e-16), as in Polygraphy.
+as machine epsilon (2.22e-16) for floats, as in Polygraphy; for integers and bools a difference from an exact zero
+is infinitely far (inf, as Polygraphy gives for integers), and no difference is 0 (where Polygraphy gives NaN).
 """
 
 from __future__ import annotations
@@ -100,6 +101,11 @@ def chunk_diffs(plan: DiffPlan, a: np.ndarray, b: np.ndarray, nan_equal: bool,
                     same |= np.isinf(a_work) & (a_work == b_work)
                 absdiff[same] = 0
                 denominator[same] = 1
+        if plan.kind in ("int", "bool"):  # exact values: against an exact zero, any difference is infinitely far
+            zero = denominator == 0
+            reldiff = np.divide(absdiff, denominator, out=denominator, where=~zero)
+            reldiff[zero] = np.where(absdiff[zero] > 0, np.inf, 0.0)
+            return absdiff, reldiff
         denominator[denominator == 0] = EPSILON
         reldiff = np.divide(absdiff, denominator, out=denominator)
     return absdiff, reldiff

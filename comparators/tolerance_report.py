@@ -26,8 +26,9 @@ def tolerance_result(name: str, stat: str, stats: ErrorStats, s: OutputSettings)
         abs_value, rel_value = stats.abs.max, stats.rel.max
         needed = f"atol {abs_value:.3g} or rtol {rel_value:.3g}"
         if not passed:  # what raising just one of the two given tolerances would take
-            needed += (f"; at rtol {s.rtol:g}, atol {stats.min_atol:.3g} suffices; at atol {s.atol:g}, "
-                       f"rtol {stats.min_rtol:.3g} suffices")
+            rtol_needed = (f"rtol {stats.min_rtol:.3g} suffices" if math.isfinite(stats.min_rtol) else
+                           "no rtol suffices (an element differs from an exact zero)")
+            needed += f"; at rtol {s.rtol:g}, atol {stats.min_atol:.3g} suffices; at atol {s.atol:g}, {rtol_needed}"
         required = {"atol": abs_value, "rtol": rel_value, "atol_at_rtol": stats.min_atol,
                     "rtol_at_atol": stats.min_rtol}
     else:

@@ -27,8 +27,8 @@ def plain_errors(a, b, nan_equal=False, inf_equal=False):
     if a.dtype.kind in "iu" and b.dtype.kind in "iu":
         absdiff = np.array([abs(int(x) - int(y)) for x, y in zip(a.ravel(), b.ravel())], np.float64)
         denominator = np.abs(b.astype(np.float64).ravel())
-        denominator[denominator == 0] = EPSILON
-        return absdiff, absdiff / denominator
+        with np.errstate(all="ignore"):  # from an exact zero: inf if different, 0 if equal
+            return absdiff, np.where(denominator == 0, np.where(absdiff > 0, np.inf, 0.0), absdiff / denominator)
     work = np.float32 if max(a.dtype.itemsize, b.dtype.itemsize) <= 4 else np.float64
     with np.errstate(all="ignore"):
         x, y = a.astype(work).ravel(), b.astype(work).ravel()

@@ -162,3 +162,30 @@ def test_the_models_own_casts_are_never_joined():
     inserted = join_kept_float32(_graph(nodes, [x], [helper.make_tensor_value_info("z", TensorProto.FLOAT, [2])]),
                                  {"relu"})
     assert [(n.name, list(n.input)) for n in inserted.graph.node] == [("relu", ["x"])]
+
+
+def _scaled_to_int(tmp_path, name: str, scale: float) -> str:
+    x = helper.make_tensor_value_info("X", TensorProto.FLOAT, [4])
+    nodes = [helper.make_node("Mul", ["X", "k"], ["m"]), helper.make_node("Cast", ["m"], ["Y"], to=TensorProto.INT64)]
+    return _save(_graph(nodes, [x], [helper.make_tensor_value_info("Y", TensorProto.INT64, [4])],
+                        [numpy_helper.from_array(np.array(scale, np.float32), "k")]), tmp_path / f"{name}.onnx")
+
+
+def test_an_integer_output_against_an_exact_zero_reference_is_infinitely_far(run_cli, tmp_path):
+    zeros, tens = _scaled_to_int(tmp_path, "zeros", 0.0), _scaled_to_int(tmp_path, "tens", 10.0)
+    saved = run_cli("run", zeros, "--backend", "onnxrt", "--save-inputs", tmp_path / "in", "--save-outputs",
+                    tmp_path / "out", "--val-range", "X:[0.5,0.9]")
+    assert saved.exit_code == 0, saved.output
+    result = run_cli("run", tens, "--backend", "onnxrt", "--load-inputs", tmp_path / "in", "--load-outputs",
+                     tmp_path / "out", "--report-json", tmp_path / "r.json")
+    assert result.exit_code == 1, result.output
+    assert "max rel inf at" in result.output and "4.5e+15" not in result.output  # not 1 / machine epsilon
+    assert "no rtol suffices (an element differs from an exact zero)" in result.output
+    import json
+
+    record = json.loads((tmp_path / "r.json").read_text())["results"][0]["outputs"][0]["metrics"][0]["data"]
+    assert record["rel"]["max"] == "Infinity"
+    # equal integer zeros are no relative error at all (Polygraphy: NaN)
+    same = run_cli("run", zeros, "--backend", "onnxrt", "--load-inputs", tmp_path / "in", "--load-outputs",
+                   tmp_path / "out", "--atol", "0", "--rtol", "0")
+    assert same.exit_code == 0 and "max rel 0 " in same.output, same.output
