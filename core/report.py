@@ -15,6 +15,11 @@ if TYPE_CHECKING:
     from cmpx.runtimes import BackendRuntime
 
 
+VERDICTS = {ExitCode.PASSED: "PASSED", ExitCode.MISMATCH: "FAILED (mismatch)",
+            ExitCode.BACKEND_FAILED: "FAILED (backend failure)", ExitCode.USAGE: "FAILED (a report was not written)",
+            ExitCode.INTERRUPTED: "INTERRUPTED"}
+
+
 @dataclass
 class Report:
     """The outcome of one run.
@@ -55,6 +60,19 @@ class Report:
     @property
     def passed(self) -> bool:
         return self.exit_code == ExitCode.PASSED
+
+    @property
+    def verdict(self) -> str:
+        """The verdict's words, the one place they are decided: ``PASSED``, ``FAILED (mismatch)``, ``FAILED
+        (validation: NaN/Inf in an output)`` (--validate), both joined when both hold, ``FAILED (backend failure)``,
+        ``FAILED (a report was not written)``, ``INTERRUPTED``."""
+        code = self.exit_code
+        if code != ExitCode.MISMATCH:
+            return VERDICTS[code]
+        result = self.result
+        mismatch = not self.plan.single and (not result.tallies or any(not t.passed for t in result.tallies.values()))
+        kinds = (["mismatch"] if mismatch else []) + (["validation: NaN/Inf in an output"] if result.non_finite else [])
+        return f"FAILED ({'; '.join(kinds)})"
 
     @property
     def backends(self) -> list[str]:

@@ -189,3 +189,40 @@ def test_an_integer_output_against_an_exact_zero_reference_is_infinitely_far(run
     same = run_cli("run", zeros, "--backend", "onnxrt", "--load-inputs", tmp_path / "in", "--load-outputs",
                    tmp_path / "out", "--atol", "0", "--rtol", "0")
     assert same.exit_code == 0 and "max rel 0 " in same.output, same.output
+
+
+def _with_infinity(tmp_path) -> str:
+    """Y = X / d with d = [1, 0, 1, 1]: [x0, inf, x2, x3] for positive X."""
+    x = helper.make_tensor_value_info("X", TensorProto.FLOAT, [4])
+    divisor = numpy_helper.from_array(np.array([1, 0, 1, 1], np.float32), "d")
+    return _save(_graph([helper.make_node("Div", ["X", "d"], ["Y"])], [x],
+                        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [4])], [divisor]),
+                 tmp_path / "inf.onnx")
+
+
+def test_described_statistics_show_infinities_and_what_the_mean_leaves_out(run_cli, tmp_path):
+    from cmpx.comparison.values import value_stats
+
+    assert str(value_stats("y", np.array([1, np.inf, 3, 4], np.float32))) == (
+        "y: float32 [4]: min 1, max inf, mean 2.66667, std 1.24722 (over 3 finite value(s); 1 NaN/Inf left out), "
+        "0 NaN, 1 Inf")
+    assert str(value_stats("y", np.array([np.inf], np.float32))) == (
+        "y: float32 [1]: min inf, max inf, no finite value for mean and std, 0 NaN, 1 Inf")
+    assert "all NaN" in str(value_stats("y", np.array([np.nan, np.nan], np.float32)))
+    described = run_cli("run", _with_infinity(tmp_path), "--backend", "onnxrt", "--val-range", "X:[1,2]")
+    assert described.exit_code == 0, described.output
+    assert "max inf" in described.output and "1 NaN/Inf left out" in described.output
+    assert "min nan" not in described.output
+
+
+def test_a_validation_failure_is_named_as_one(run_cli, tmp_path):
+    import json
+
+    model = _with_infinity(tmp_path)
+    alone = run_cli("run", model, "--backend", "onnxrt", "--validate", "--report-json", tmp_path / "r.json")
+    assert alone.exit_code == 1, alone.output
+    assert "\nFAILED (validation: NaN/Inf in an output) | " in alone.output
+    assert json.loads((tmp_path / "r.json").read_text())["verdict"] == "FAILED (validation: NaN/Inf in an output)"
+    both = run_cli("run", model, "--backend", "onnxrt", "--backend", "onnxref", "--validate")
+    assert both.exit_code == 1, both.output  # the same infinity on both sides: a mismatch too, by Polygraphy's rule
+    assert _verdict(both.output).startswith("FAILED (mismatch; validation: NaN/Inf in an output) |")

@@ -25,9 +25,10 @@ VERDICTS = {0: "PASSED", 1: "FAILED (mismatch)", 3: "FAILED (backend failure)", 
 
 
 def verdict_text(document: Mapping[str, Any]) -> str:
+    """The report's own verdict words (``Report.verdict``); documents written before it had them, by exit code."""
     if document.get("interrupted"):
         return VERDICTS[130]
-    return VERDICTS.get(int(document["exit_code"]), f"exit {document['exit_code']}")
+    return document.get("verdict") or VERDICTS.get(int(document["exit_code"]), f"exit {document['exit_code']}")
 
 
 def render_report(document: Mapping[str, Any], pictures: Sequence[Picture] = (), *, plots: bool = True,

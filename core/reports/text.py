@@ -24,8 +24,6 @@ if TYPE_CHECKING:
 DETAIL_INDENT = "        "
 LOCAL_ERRORS_SHOWN = 10  # nodes listed by --local-error, failing ones first (the JSON report has every one)
 QUIET, NORMAL, VERBOSE, VERY_VERBOSE = 0, 1, 2, 3
-VERDICTS = {ExitCode.PASSED: "PASSED", ExitCode.MISMATCH: "FAILED (mismatch)",
-            ExitCode.BACKEND_FAILED: "FAILED (backend failure)", ExitCode.USAGE: "FAILED (a report was not written)"}
 
 
 class TextReporter:
@@ -241,7 +239,7 @@ class TextReporter:
         what = (f"{result.iterations} iteration(s) of {self.plan.names[0]}, not compared" if single else
                 f"{compared} comparison(s) over {result.iterations} iteration(s), {outputs} output(s), "
                 f"{elements} element(s) compared")
-        self.say(f"{VERDICTS[code]} | {what} | exit {int(code)}", "PASSED" if code == ExitCode.PASSED else "FAILED")
+        self.say(f"{report.verdict} | {what} | exit {int(code)}", "PASSED" if code == ExitCode.PASSED else "FAILED")
 
     def _local_errors(self, tally: PairTally) -> None:
         """--local-error: the nodes with the largest errors of their own, and how many fail or inherit."""
