@@ -55,11 +55,14 @@ class DiffComputer:
         self.plan = plan
         self.nan_equal = nan_equal
         self.inf_equal = inf_equal
+        self.reference_peak = 0.0  # the largest |reference| seen (NaN ignored): can the check fail at all?
         if plan.kind == "float":
             self._buffers = [np.empty(chunk_elements, plan.work) for _ in range(4)]
 
     def compute(self, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         if self.plan.kind != "float" or self.nan_equal or self.inf_equal:
+            if b.size and self.plan.kind == "float":
+                self._peak(np.abs(b))
             return chunk_diffs(self.plan, a, b, self.nan_equal, self.inf_equal)
         n = a.size
         absdiff, reldiff, a_work, b_work = (buffer[:n] for buffer in self._buffers)
@@ -73,9 +76,18 @@ class DiffComputer:
             np.subtract(a, b, out=absdiff)
             np.abs(absdiff, out=absdiff)
             np.abs(b, out=reldiff)
+            if n:
+                self._peak(reldiff)
             reldiff[reldiff == 0] = EPSILON
             np.divide(absdiff, reldiff, out=reldiff)
         return absdiff, reldiff
+
+
+    def _peak(self, magnitudes: np.ndarray) -> None:
+        peak = float(magnitudes.max())
+        if peak != peak:  # a NaN in the chunk: its largest number, without it
+            peak = float(np.nanmax(magnitudes)) if not np.isnan(magnitudes).all() else 0.0
+        self.reference_peak = max(self.reference_peak, peak)
 
 
 def chunk_diffs(plan: DiffPlan, a: np.ndarray, b: np.ndarray, nan_equal: bool,

@@ -75,6 +75,7 @@ class ErrorStats:
     min_atol: float = 0.0  # smallest atol that passes element-wise at this rtol (computed when mismatches)
     min_rtol: float = 0.0  # smallest rtol that passes element-wise at this atol (computed when mismatches)
     sample: Any = None  # a cmpx.results.ErrorSample of the elements, when asked for (plots)
+    reference_peak: float = 0.0  # the largest |reference| (floats; NaN ignored; 0 for integers and bools)
 
     @property
     def size(self) -> int:
@@ -159,7 +160,8 @@ def error_stats(actual: np.ndarray, reference: np.ndarray, *, atol: float, rtol:
     for acc in (abs_acc, rel_acc):
         acc.finish_pass1()
     wanted = tuple(dict.fromkeys((*REPORTED_QUANTILES, *quantiles)))
-    stats = ErrorStats(actual.shape, plan, abs_acc.summary, rel_acc.summary, mismatches, [])
+    stats = ErrorStats(actual.shape, plan, abs_acc.summary, rel_acc.summary, mismatches, [],
+                       reference_peak=diffs.reference_peak)
     largest = _pass2(actual, reference, stats, abs_acc, rel_acc, wanted, (atol, rtol), nan_equal, inf_equal,
                      worst_count(samples))
     if samples and stats.size:

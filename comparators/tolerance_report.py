@@ -19,6 +19,12 @@ def stat_fails(value: float, tolerance: float) -> bool:
     return math.isnan(value) or value > tolerance
 
 
+def cannot_fail(reference_peak: float, atol: float) -> bool:
+    """Whether a tolerance check is blind: every reference value is nonzero-small and below atol, so that an error
+    of 100% (an output of zeros) is within atol and passes, whatever rtol says (rtol decides only past atol)."""
+    return 0 < reference_peak < atol
+
+
 def tolerance_result(name: str, stat: str, stats: ErrorStats, s: OutputSettings) -> MetricResult:
     label = f"quantile {s.quantile:g}" if stat == "quantile" else stat
     if stat == "elemwise":
@@ -55,6 +61,8 @@ def tolerance_result(name: str, stat: str, stats: ErrorStats, s: OutputSettings)
                             "check": stat, "atol": s.atol, "rtol": s.rtol,
                             "quantile": s.quantile if stat == "quantile" else None,
                             "mismatches": stats.mismatches, "size": stats.size, "min_tolerance": required,
+                            "reference_max": stats.reference_peak,
+                            "cannot_fail": passed and cannot_fail(stats.reference_peak, s.atol),
                             "abs": _summary_data(stats, stats.abs), "rel": _summary_data(stats, stats.rel),
                             "abs_histogram": [list(row) for row in stats.abs.histogram],
                             "rel_histogram": [list(row) for row in stats.rel.histogram]}, sample=stats.sample)

@@ -205,6 +205,25 @@ class PairTally:
     first_divergence: tuple[int, Divergence] | None = None  # (iteration, divergence), the first one found
     local_errors: list[LocalError] | None = None  # --local-error: every measured node, largest error first
     local_error_seconds: float | None = None  # what measuring them took (loads and inferences of subgraphs)
+    _blind: dict[str, tuple[float, float]] = field(default_factory=dict, repr=False)
+    _able: set[str] = field(default_factory=set, repr=False)
+
+    @property
+    def cannot_fail(self) -> dict[str, tuple[float, float]]:
+        """The outputs whose tolerance check could not fail in any iteration: every reference value below atol
+        (so an output of zeros would pass too); name -> (largest |reference|, atol)."""
+        return {name: blind for name, blind in self._blind.items() if name not in self._able}
+
+    def _note_blind(self, output: OutputResult) -> None:
+        checks = [m.data for m in output.metrics if "cannot_fail" in m.data]
+        if not checks:
+            return
+        if not all(data["cannot_fail"] for data in checks):
+            self._able.add(output.output)
+        elif output.output not in self._able:
+            peak, atol = self._blind.get(output.output, (0.0, math.inf))
+            self._blind[output.output] = (max(peak, *(float(d["reference_max"]) for d in checks)),
+                                          min(atol, *(float(d["atol"]) for d in checks)))
 
     def add(self, pair: PairResult) -> None:
         self.iterations += 1
@@ -221,6 +240,8 @@ class PairTally:
             self.failing_iterations.append(pair.iteration)
         if pair.first_divergence is not None and self.first_divergence is None:
             self.first_divergence = (pair.iteration, pair.first_divergence)
+        for output in pair.outputs:
+            self._note_blind(output)
 
     @property
     def passed(self) -> bool:

@@ -226,3 +226,28 @@ def test_a_validation_failure_is_named_as_one(run_cli, tmp_path):
     both = run_cli("run", model, "--backend", "onnxrt", "--backend", "onnxref", "--validate")
     assert both.exit_code == 1, both.output  # the same infinity on both sides: a mismatch too, by Polygraphy's rule
     assert _verdict(both.output).startswith("FAILED (mismatch; validation: NaN/Inf in an output) |")
+
+
+def test_a_comparison_that_cannot_fail_says_so_in_every_report(run_cli, tmp_path):
+    """An exported efficientnet with random weights outputs ~1e-14: every check passes at any tolerance, silently.
+    Y here is X * 1e-14; Z = Relu(X) is an ordinary output."""
+    import json
+
+    x = helper.make_tensor_value_info("X", TensorProto.FLOAT, [8])
+    model = _save(_graph([helper.make_node("Mul", ["X", "k"], ["Y"]), helper.make_node("Relu", ["X"], ["Z"])], [x],
+                         [helper.make_tensor_value_info(n, TensorProto.FLOAT, [8]) for n in ("Y", "Z")],
+                         [numpy_helper.from_array(np.array(1e-14, np.float32), "k")]), tmp_path / "tiny.onnx")
+    result = run_cli("run", model, "--backend", "onnxrt", "--backend", "onnxref", "--iterations", "2",
+                     "--report-json", tmp_path / "r.json", "--report-html", tmp_path / "r.html")
+    assert result.exit_code == 0, result.output
+    warnings = [line for line in result.output.splitlines() if "cannot fail" in line]
+    assert len(warnings) == 1 and warnings[0].startswith("  warning: Y cannot fail at these tolerances: every "
+                                                         "reference value is below atol 1e-05"), result.output
+    assert "--atol Y:0 lets rtol decide" in warnings[0]
+    pair = json.loads((tmp_path / "r.json").read_text())["pairs"][0]
+    assert [item["output"] for item in pair["cannot_fail"]] == ["Y"]
+    assert 0 < pair["cannot_fail"][0]["reference_max"] < 1e-13
+    assert "Y cannot fail at these tolerances" in (tmp_path / "r.html").read_text()
+    # with the fix it suggests, Y is compared by rtol and the warning goes
+    fixed = run_cli("run", model, "--backend", "onnxrt", "--backend", "onnxref", "--atol", "Y:0")
+    assert fixed.exit_code == 0 and "cannot fail" not in fixed.output, fixed.output

@@ -98,6 +98,13 @@ def summary_section(document: Mapping[str, Any]) -> Markup:
                                   rows, row_class="pair-row")]
     if not rows:
         parts.append(element("p", "Nothing was compared.", class_="note"))
+    blind = [element("li", f"{pair['backend']} vs {pair['reference']}: {item['output']} cannot fail at these "
+                           f"tolerances: every reference value is below atol {fmt(item['atol'])} (largest |reference| "
+                           f"{fmt(item['reference_max'])}), so even an output of zeros would pass; "
+                           f"--atol {item['output']}:0 lets rtol decide")
+             for pair in document.get("pairs", ()) for item in pair.get("cannot_fail") or ()]
+    if blind:
+        parts.append(element("ul", blind, class_="note cannot-fail"))
     timing = [b for b in document.get("backends", ()) if b.get("kind") == "live"]
     if timing:
         parts.append(table(["backend", "framework", "load s", "mean infer s", "inferences", "status"], [

@@ -193,7 +193,9 @@ def pair_summary(tally: PairTally) -> dict[str, Any]:
             "first_divergence": None if divergence is None else dict(iteration=divergence[0],
                                                                      **_divergence(divergence[1])),
             "local_errors": None if tally.local_errors is None else [e.to_dict() for e in tally.local_errors],
-            "local_error_seconds": tally.local_error_seconds}
+            "local_error_seconds": tally.local_error_seconds,
+            "cannot_fail": [{"output": name, "reference_max": peak, "atol": atol}
+                            for name, (peak, atol) in tally.cannot_fail.items()]}
 
 
 def _divergence(divergence: Any) -> dict[str, Any]:

@@ -192,6 +192,8 @@ class TextReporter:
         self.say("Summary (interrupted: what finished)" if report.interrupted else "Summary")
         for tally in result.tallies.values():
             self.say(f"  {self.name(tally.backend)} vs {self.name(tally.reference)}: {_pair_line(tally)}")
+            for line in blind_lines(tally):
+                self.say(f"  warning: {line}", "FAILED")
         if self.plan.single and not result.failures:
             checked = " and checked for NaN and Inf (--validate)" if self.plan.validate else ""
             self.say(f"  one backend, {self.name(self.plan.names[0])}: its outputs were described{checked}, not "
@@ -294,6 +296,21 @@ def _saved_label(saved) -> str:
     """A saved run's backend, with what made it where the run says so: ``onnxrt@golden (saved by onnxrt 1.20.1)``."""
     about = getattr(saved.source, "about", None) or {}
     return f"{saved.name} (saved by {about['label']})" if about.get("label") else saved.name
+
+
+BLIND_LISTED = 5  # outputs named one by one in the warning that a check cannot fail; the rest are counted
+
+
+def blind_lines(tally: PairTally) -> list[str]:
+    """What the text and HTML reports say of the outputs whose check could not fail (PairTally.cannot_fail)."""
+    blind = tally.cannot_fail
+    lines = [f"{name} cannot fail at these tolerances: every reference value is below atol {atol:g} (largest "
+             f"|reference| {peak:.3g}), so even an output of zeros would pass; --atol {name}:0 lets rtol decide"
+             for name, (peak, atol) in list(blind.items())[:BLIND_LISTED]]
+    if len(blind) > BLIND_LISTED:
+        lines.append(f"{len(blind) - BLIND_LISTED} more output(s) of {tally.backend} vs {tally.reference} cannot fail "
+                     "either (the JSON report lists them: cannot_fail)")
+    return lines
 
 
 def _pair_line(tally: PairTally) -> str:
