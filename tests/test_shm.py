@@ -208,3 +208,33 @@ def test_a_full_dev_shm_is_an_error_naming_it_not_a_sigbus():
     assert "ERROR /dev/shm is full: a segment of 64 MiB needs 64 MiB and /dev/shm has 8 MiB free" in done.stdout
     assert "'big'" not in done.stdout and "big']" not in done.stdout  # nothing half-made is left
     assert issubclass(shm.SharedMemoryFull, LimitReached)
+
+
+def test_a_leak_check_counts_the_dead_runs_this_process_started_and_no_others(tmp_path):
+    """Tests run in parallel processes: one test killing its own coordinator must not fail another's leak check,
+    and a run this process started that died with its files must still fail its own."""
+    import signal
+    import subprocess
+    import sys
+
+    from cmpx.testing.leaks import segments
+    from cmpx.transport import runspace
+
+    code = ("import os, sys; from cmpx.transport.runspace import RunSpace; space = RunSpace(); "
+            "open(os.path.join('/dev/shm', space.prefix + 'seg'), 'w').close(); print(space.prefix, flush=True); "
+            "sys.stdin.read()")
+    child = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    prefix = child.stdout.readline().strip()
+    try:
+        assert os.getpid() in runspace.started_by(prefix)
+        assert prefix + "seg" not in segments()  # alive: not a leak (yet)
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+        assert prefix + "seg" in segments()  # dead, and started here: a leak of this process's test
+        # the same dead run, as a parallel test process sees it: started by someone else
+        with open(runspace.lock_path(prefix), "w") as f:
+            f.write("999999999 1\n")
+        assert prefix + "seg" not in segments()
+    finally:
+        runspace.sweep_orphans()
+    assert not os.path.exists(runspace.lock_path(prefix))

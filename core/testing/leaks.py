@@ -47,19 +47,31 @@ def orphaned_workers() -> list[int]:
 
 
 def segments() -> set[str]:
-    """cmpx files in /dev/shm that this process's runs could have left: its own, and those of runs that are no
-    longer alive (a subprocess run; files without a run lock count too). Files of other live runs (a test suite
-    running beside this one) and other users' files are not counted."""
-    mine = f"{shm.PREFIX}{os.getpid()}-"
+    """cmpx files in /dev/shm that this process's runs could have left: its own, and those of dead runs this
+    process started (a subprocess run, a sweep's; its lock file records who started it), or that have no lock file
+    to say (an older cmpx's). Files of other live runs, of runs other processes started (a test killing its own
+    coordinator in a parallel test process) and other users' files are not counted."""
+    me = os.getpid()
+    mine = f"{shm.PREFIX}{me}-"
     found = set()
     for name in shm.list_segments():
         try:
             owned = os.lstat(os.path.join(shm.SHM_DIR, name)).st_uid == os.getuid()
         except FileNotFoundError:
             continue
-        if owned and (name.startswith(mine) or _dead(runspace.prefix_of(name))):
+        if not owned:
+            continue
+        prefix = runspace.prefix_of(name)
+        if name.startswith(mine) or (_dead(prefix) and _started_here(prefix, me)):
             found.add(name)
     return found
+
+
+def _started_here(prefix: str, me: int) -> bool:
+    """Whether this process is among those that started the run ``prefix`` (or nothing records who did)."""
+    if not os.path.exists(runspace.lock_path(prefix)):
+        return True
+    return me in runspace.started_by(prefix)
 
 
 def _dead(prefix: str) -> bool:

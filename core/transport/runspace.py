@@ -33,6 +33,7 @@ class RunSpace:
         staging = os.path.join(SHM_DIR, f".{self.prefix}{LOCK_SUFFIX}")
         self._fd = os.open(staging, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         fcntl.flock(self._fd, fcntl.LOCK_EX)
+        os.write(self._fd, " ".join(map(str, _ancestors())).encode() + b"\n")  # who started the run (tests ask)
         os.rename(staging, self.lock_path)
         self._scratch: list[str] = []
 
@@ -110,6 +111,37 @@ def prefix_of(name: str) -> str:
     """The run prefix ``cmpx-<pid>-<random>-`` of a segment or lock name."""
     parts = name[len(PREFIX):].split("-", 2)
     return f"{PREFIX}{parts[0]}-{parts[1] if len(parts) > 1 else ''}-"
+
+
+def started_by(prefix: str) -> list[int]:
+    """The process ids above the run of ``prefix`` when it started (parent first, a few levels), as its lock file
+    records them; empty when it has no lock file or records none. A test suite's leak check counts a dead run as
+    its own only when the test's process is among them, so that tests in parallel processes do not count each
+    other's killed runs."""
+    try:
+        fd = os.open(lock_path(prefix), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return []
+    try:
+        words = os.read(fd, 256).split()
+    finally:
+        os.close(fd)
+    return [int(word) for word in words if word.isdigit()]
+
+
+def _ancestors(levels: int = 4) -> list[int]:
+    """This process's parent, its parent, ... up to ``levels`` (from /proc; as far as it can be read)."""
+    found, pid = [], os.getpid()
+    for _ in range(levels):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                pid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+        if pid <= 1:
+            break
+        found.append(pid)
+    return found
 
 
 def is_alive(prefix: str) -> bool:
