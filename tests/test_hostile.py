@@ -242,3 +242,58 @@ def test_an_unforeseen_error_is_exit_4_never_a_mismatch(run_cli, monkeypatch):
     assert result.exit_code == 4
     assert "Internal error: ZeroDivisionError: a bug (exit 4; rerun with --debug" in result.output
     assert "Traceback" not in result.output
+
+
+EVIL = "Y\n\x1b]0;pwned\x07\x1b[2JPASSED | 1 comparison(s) | exit 0\r\u2028\x9b\u202e"
+
+
+def _evil_model(path) -> str:
+    """A model whose output and node names carry a newline, terminal escapes (title, clear screen, CSI), a carriage
+    return, a line separator and a bidi override: a forged PASSED line if printed raw (issue #28, items 1-2)."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("X", TensorProto.FLOAT, [2])
+    graph = helper.make_graph([helper.make_node("Relu", ["X"], [EVIL], name="node\x1b[31m")], "g", [x],
+                              [helper.make_tensor_value_info(EVIL, TensorProto.FLOAT, [2])])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), path)
+    return str(path)
+
+
+def _no_control(text: str) -> None:
+    import re
+
+    assert not re.search("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e]", text), repr(text)
+
+
+def test_names_from_the_model_cannot_steer_the_terminal_or_forge_a_line(run_cli, tmp_path):
+    import xml.dom.minidom
+
+    model = _evil_model(tmp_path / "evil.onnx")
+    result = run_cli("run", model, "--backend", "onnxrt", "--backend", "onnxref", "--atol", "0", "--rtol", "0",
+                     "--junit", tmp_path / "j.xml", "--log-file", tmp_path / "log.txt", "--mark-all")
+    assert result.exit_code == 0, result.output
+    _no_control(result.output)
+    lines = result.output.splitlines()
+    verdicts = [line for line in lines if line.startswith("PASSED |")]  # the one real verdict line
+    assert verdicts == ["PASSED | 1 comparison(s) over 1 iteration(s), 1 output(s), 2 element(s) compared | exit 0"]
+    assert any("Y\\n\\x1b]0;pwned\\x07\\x1b[2JPASSED" in line for line in lines)  # readable, escaped
+    _no_control((tmp_path / "log.txt").read_text())
+    document = xml.dom.minidom.parse(str(tmp_path / "j.xml"))  # valid XML 1.0 (CI keeps the report)
+    assert "\\x1b" in document.getElementsByTagName("testcase")[0].getAttribute("name")
+    listed = run_cli("tensors", model)
+    assert listed.exit_code == 0
+    _no_control(listed.output)
+    assert "node\\x1b[31m" in listed.output
+    # an error naming a bad option value escapes it too
+    refused = run_cli("run", model, "--backend", "onnxrt", "--atol", f"{EVIL}x:1e-3")
+    assert refused.exit_code == 2
+    _no_control(refused.output)
+
+
+def test_printable_escapes_exactly_what_a_terminal_would_obey():
+    from cmpx.printable import printable, xml_text
+
+    assert printable("plain name/with:punctuation ünïcode\ttab") == "plain name/with:punctuation ünïcode\ttab"
+    assert printable("a\nb\rc\x1bd\x7fe\x9bf\u2028g\u202eh") == "a\\nb\\rc\\x1bd\\x7fe\\x9bf\\u2028g\\u202eh"
+    assert xml_text("a\x01b\nc\ud800") == "a\\x01b\nc\\ud800"  # newline is valid XML text; the rest is not

@@ -13,11 +13,11 @@ import os
 import sys
 
 from cmpx.cli.argv import prescan
+from cmpx.errors import ExitCode
 from cmpx.transport.idle_threads import quiet_idle_threads
 
 MAX_SPARES = 8  # more backends than this still run; the rest start once the options are checked
 COMPLETION_VARIABLE = "_CMPX_COMPLETE"  # set by the shell when it asks for completions
-INTERRUPTED = 130  # cmpx.errors.ExitCode.INTERRUPTED, without importing it before the workers start
 
 
 def main() -> None:
@@ -36,7 +36,7 @@ def main() -> None:
         cli.main(args, prog_name="cmpx", invocation=Invocation(scan, pool))
     except KeyboardInterrupt:  # Ctrl-C before the CLI's own handling is in place (while importing it)
         sys.stderr.write("Interrupted.\n")
-        sys.exit(INTERRUPTED)
+        sys.exit(ExitCode.INTERRUPTED)
     finally:
         if pool is not None:  # an interrupt or an error before the run took the spares
             pool.release()

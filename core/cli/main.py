@@ -18,6 +18,7 @@ from cmpx.cli.reduce_cmd import reduce_command
 from cmpx.cli.sweep_cmd import sweep_command
 from cmpx.errors import CmpxError, ExitCode, RunInterrupted, exit_code_of
 from cmpx.plugins import PluginSet, PluginSettings, make_plugin_manager
+from cmpx.printable import printable
 
 if TYPE_CHECKING:
     from cmpx.transport.pool import WorkerPool
@@ -73,20 +74,20 @@ class CmpxGroup(click.Group):
                                 **extra)
         except click.ClickException as exc:
             _show_debug(invocation.prescan.debug)
-            click.echo(f"Error: {exc.format_message()}", err=True)
+            click.echo(f"Error: {printable(exc.format_message())}", err=True)
             if isinstance(exc, click.UsageError) and exc.ctx is not None:
                 click.echo(f"Try '{exc.ctx.command_path} --help' for help.", err=True)
             code = ExitCode.USAGE if isinstance(exc, click.UsageError) else exc.exit_code
         except CmpxError as exc:
             _show_debug(invocation.prescan.debug)
-            click.echo(f"Error: {exc}", err=True)
+            click.echo(f"Error: {printable(str(exc))}", err=True)
             code = exc.exit_code
         except (click.Abort, KeyboardInterrupt) as exc:
             click.echo("Interrupted: workers stopped, shared memory released.", err=True)
             code = exit_code_of(exc) if isinstance(exc, RunInterrupted) else ExitCode.INTERRUPTED
         except Exception as exc:  # a bug, or an environment cmpx did not foresee: never a verdict
             _show_debug(invocation.prescan.debug)
-            click.echo(f"Internal error: {type(exc).__name__}: {exc} (exit {int(ExitCode.INTERNAL)}; rerun with "
+            click.echo(f"Internal error: {type(exc).__name__}: {printable(str(exc))} (exit {int(ExitCode.INTERNAL)}; rerun with "
                        "--debug for the traceback, and please report it)", err=True)
             code = ExitCode.INTERNAL
         finally:

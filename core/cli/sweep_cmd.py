@@ -47,10 +47,11 @@ See docs/sweep.md.
 def sweep_command(sweep_file: str, out: str, jobs: int | None, executor: str, ray_address: str | None,
                   rerun: str | None, plugin_args: tuple[str, ...]) -> int:
     from cmpx.cli.main import invocation
+    from cmpx.printable import printable
     from cmpx.reports.terminal import Progress
     from cmpx.sweep.driver import SweepOptions, run_sweep
 
     everywhere = invocation(click.get_current_context()).prescan.plugin_args  # cmpx -p X sweep ..., and sweep's -p
     options = SweepOptions(sweep_file, out, jobs, executor, ray_address, rerun, tuple(everywhere) or plugin_args)
-    return run_sweep(options, click.echo, Progress.for_terminal(),
-                     warn=lambda message: click.echo(f"warning: {message}", err=True))
+    return run_sweep(options, lambda text: click.echo(printable(text)), Progress.for_terminal(),
+                     warn=lambda message: click.echo(f"warning: {printable(message)}", err=True))

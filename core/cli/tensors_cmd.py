@@ -6,6 +6,7 @@ import click
 
 from cmpx.errors import UsageError
 from cmpx.plugins import PluginSet
+from cmpx.printable import printable
 
 TENSOR_COLUMNS = ("TENSOR", "NODE", "OP", "DTYPE", "SHAPE", "NOTE")
 
@@ -25,7 +26,7 @@ def show_tensors(model: str, plugins: PluginSet) -> None:
     outputs = set(graph.graph_outputs)
     structured = {spec.name: spec.value_type for spec in info.outputs if not spec.is_tensor}  # seq(map(...))...
     unsupported = dict(info.unsupported)
-    rows = [(t.name, t.node or "-", t.op_type, structured.get(t.name) or t.dtype or "?",
+    rows = [(printable(t.name), printable(t.node or "-"), printable(t.op_type), structured.get(t.name) or t.dtype or "?",
              "-" if t.name in structured else format_shape(t.shape),
              ("output" + (", compared structurally" if t.name in structured else "")
               + (f", not comparable: it {unsupported[t.name]}" if t.name in unsupported else ""))

@@ -13,7 +13,9 @@ import datetime
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from cmpx.errors import ExitCode
 from cmpx.outputs import write_file
+from cmpx.report import VERDICTS
 from cmpx.reports.figures import Picture
 from cmpx.reports.html_page import Cell, Content, Markup, Row, badge, details, element, key_values, render_page, \
     section, table
@@ -21,14 +23,13 @@ from cmpx.reports.html_results import divergence_section, fmt, layers_section, n
     results_section, verdict_cell
 from cmpx.reports.profile import divergence_label, layer_profiles
 
-VERDICTS = {0: "PASSED", 1: "FAILED (mismatch)", 3: "FAILED (backend failure)", 130: "INTERRUPTED"}
-
 
 def verdict_text(document: Mapping[str, Any]) -> str:
     """The report's own verdict words (``Report.verdict``); documents written before it had them, by exit code."""
     if document.get("interrupted"):
-        return VERDICTS[130]
-    return document.get("verdict") or VERDICTS.get(int(document["exit_code"]), f"exit {document['exit_code']}")
+        return VERDICTS[ExitCode.INTERRUPTED]
+    code = int(document["exit_code"])
+    return document.get("verdict") or (VERDICTS[ExitCode(code)] if code in set(ExitCode) else f"exit {code}")
 
 
 def render_report(document: Mapping[str, Any], pictures: Sequence[Picture] = (), *, plots: bool = True,

@@ -7,6 +7,7 @@ import xml.etree.ElementTree as ET
 from typing import TYPE_CHECKING
 
 from cmpx.outputs import write_file
+from cmpx.printable import xml_safe
 
 if TYPE_CHECKING:
     from cmpx.report import Report
@@ -44,7 +45,7 @@ def junit_tree(report: Report) -> ET.ElementTree:
     suite.set("failures", str(failures))
     suite.set("errors", str(errors))
     root = ET.Element("testsuites")
-    root.append(suite)
+    root.append(xml_safe(suite))  # names from the model: what XML 1.0 cannot hold is escaped
     return ET.ElementTree(root)
 
 

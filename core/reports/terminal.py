@@ -11,6 +11,8 @@ from typing import TextIO
 
 import click
 
+from cmpx.printable import printable
+
 STYLES = {"PASSED": {"fg": "green"}, "FAILED": {"fg": "red", "bold": True}, "ERROR": {"fg": "red", "bold": True},
           "INVALID": {"fg": "magenta", "bold": True}, "warning": {"fg": "yellow"}}
 
@@ -51,7 +53,7 @@ class Progress:
         """Replace the status line with ``line`` (on a TTY)."""
         if not self.enabled:
             return
-        self.stream.write("\r\x1b[2K" + line[:200])
+        self.stream.write("\r\x1b[2K" + printable(line)[:200])
         self.stream.flush()
         self._shown = True
 

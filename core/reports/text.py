@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from cmpx import __version__
 from cmpx.errors import BackendCrashed, BackendFailed, ExitCode
+from cmpx.printable import printable, printable_lines
 from cmpx.reports.terminal import Progress, paint
 from cmpx.results import NonFinite, OutputResult, PairResult, PairTally
 from cmpx.runtimes import labels, linked_note
@@ -49,8 +50,15 @@ class TextReporter:
         return self.shown.get(backend, backend)
 
     def say(self, text: str, word: str | None = None) -> None:
+        """One line; what it holds of names from files is escaped (cmpx.printable), so it stays one line."""
         self.progress.clear()
+        text = printable(text)
         self.echo(paint(text, word, self.colour) if word else text)
+
+    def say_block(self, text: str) -> None:
+        """A block a framework wrote (stderr, a traceback), indented, each of its lines escaped."""
+        for line in printable_lines(text.rstrip("\n")):
+            self.say(DETAIL_INDENT + line)
 
     def started(self, runtimes: Mapping[str, BackendRuntime]) -> None:
         """The header, once the backends have loaded: each backend with its framework's version (and environment,
@@ -88,7 +96,7 @@ class TextReporter:
         """What a worker printed; shown with -vv (a crash shows its tail anyway)."""
         if self.verbosity >= VERY_VERBOSE:
             self.say(f"output of {backend}'s worker:")
-            self.say(_indent(text, DETAIL_INDENT))
+            self.say_block(text)
 
     def loaded(self, backend: str, seconds: float) -> None:
         if self.verbosity > QUIET:
@@ -97,9 +105,9 @@ class TextReporter:
     def backend_failed(self, error: BackendFailed) -> None:
         self.say(f"ERROR   {error}", "ERROR")
         if isinstance(error, BackendCrashed) and error.stderr_tail:
-            self.say(_indent(f"last lines of its stderr:\n{error.stderr_tail}", DETAIL_INDENT))
+            self.say_block(f"last lines of its stderr:\n{error.stderr_tail}")
         elif self.debug and error.__cause__ is not None:
-            self.say(_indent(str(error.__cause__), DETAIL_INDENT))
+            self.say_block(str(error.__cause__))
 
     def slice_ran(self, iteration: int, number: int, count: int, seconds: float) -> None:
         if self.verbosity >= VERBOSE:
@@ -335,6 +343,3 @@ def format_output(output: OutputResult, details: bool = True) -> list[str]:
         lines.append(DETAIL_INDENT + output.note)
     return lines
 
-
-def _indent(text: str, prefix: str) -> str:
-    return "\n".join(prefix + line for line in text.splitlines())

@@ -18,8 +18,7 @@ import threading
 import time
 import traceback
 from typing import Any
-
-INTERRUPTED = 130  # cmpx.errors.ExitCode.INTERRUPTED
+from cmpx.errors import ExitCode
 
 
 def run_cell(task: dict[str, Any]) -> dict[str, Any]:
@@ -42,10 +41,10 @@ def run_cell(task: dict[str, Any]) -> dict[str, Any]:
         report = _run(task, lines)
         outcome.update(exit_code=int(report.exit_code), report=report.to_dict())
     except RunInterrupted as exc:
-        outcome.update(exit_code=INTERRUPTED, failure="interrupted",
+        outcome.update(exit_code=int(ExitCode.INTERRUPTED), failure="interrupted",
                        report=exc.report.to_dict() if exc.report is not None else None)
     except KeyboardInterrupt:
-        outcome.update(exit_code=INTERRUPTED, failure="interrupted")
+        outcome.update(exit_code=int(ExitCode.INTERRUPTED), failure="interrupted")
     except CmpxError as exc:
         outcome.update(exit_code=int(exc.exit_code), failure=str(exc))
     except Exception as exc:  # a bug, or an environment cmpx did not foresee: this cell's internal error

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from cmpx.errors import RunInterrupted, UsageError
+from cmpx.errors import ExitCode, RunInterrupted, UsageError
 from cmpx.reports.terminal import Progress
 from cmpx.sweep.executors import Executor, Job
 from cmpx.sweep.matrix import Cell, cells, check_runs, model_digest
@@ -23,7 +23,6 @@ from cmpx.sweep.summary import cell_entry, summary_document, write_summary
 from cmpx.sweep.sweepfile import SweepFile, read_sweep_file
 from cmpx.sweep.tables import write_tables
 
-INTERRUPTED = 130
 EXECUTORS = ("local", "ray")
 RERUN = ("failed", "all")
 
@@ -118,7 +117,7 @@ class _Events:
 
     def finished(self, job: Job, outcome: dict[str, Any]) -> None:
         cell: Cell = job.cell
-        if outcome["exit_code"] == INTERRUPTED:  # not a result: the cell runs again next time
+        if outcome["exit_code"] == ExitCode.INTERRUPTED:  # not a result: the cell runs again next time
             self.progress.cell_dropped()
             return
         record = self.store.save(cell, self.fingerprints[cell.key], outcome)

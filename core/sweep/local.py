@@ -8,12 +8,12 @@ from collections import deque
 from collections.abc import Sequence
 from multiprocessing.connection import wait
 
+from cmpx.errors import ExitCode
 from cmpx.sweep.executors import Events, Job
 from cmpx.sweep.runner_process import RunnerProcess
 
 TICK_SECONDS = 0.25
 INTERRUPT_GRACE_SECONDS = 15.0
-INTERRUPTED = 130  # a runner whose cell was interrupted exits  # a cell's run stops its workers within a few seconds of an interrupt
 
 
 class LocalExecutor:
@@ -39,7 +39,7 @@ class LocalExecutor:
                 for runner in wait(list(busy), timeout=TICK_SECONDS):
                     job = busy.pop(runner)
                     outcome = runner.outcome()
-                    if runner.process.poll() is None and outcome["exit_code"] != INTERRUPTED:
+                    if runner.process.poll() is None and outcome["exit_code"] != ExitCode.INTERRUPTED:
                         idle.append(runner)
                     events.finished(job, outcome)
                 events.tick()

@@ -16,12 +16,11 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from cmpx.errors import UsageError
+from cmpx.errors import ExitCode, UsageError
 from cmpx.sweep.executors import Events, Job
 
 TICK_SECONDS = 0.25
 INTERRUPT_GRACE_SECONDS = 15.0
-INTERRUPTED = 130
 INTERNAL = 4
 
 
@@ -147,7 +146,7 @@ class RayExecutor:
         try:
             return ray.get(ref)
         except ray.exceptions.TaskCancelledError:
-            return _failed(INTERRUPTED, "interrupted")
+            return _failed(ExitCode.INTERRUPTED, "interrupted")
         except ray.exceptions.RayError as exc:  # the task's process died, or Ray lost it
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
             return _failed(INTERNAL, f"the Ray task running this cell failed: {type(exc).__name__}: {first}")

@@ -14,10 +14,9 @@ import os
 import signal
 import sys
 
+from cmpx.errors import ExitCode
 from cmpx.transport.idle_threads import quiet_idle_threads
 from cmpx.transport.worker.parent_watch import die_with_parent
-
-INTERRUPTED = 130
 
 
 def _interrupt_once(signum: int, frame: object) -> None:
@@ -37,16 +36,16 @@ def main(argv: list[str]) -> int:
             outcome = run_cell(json.loads(line))
             results.write(json.dumps(outcome, allow_nan=False) + "\n")
             results.flush()
-            if outcome["exit_code"] == INTERRUPTED:
-                return INTERRUPTED
-    return 0
+            if outcome["exit_code"] == ExitCode.INTERRUPTED:
+                return ExitCode.INTERRUPTED
+    return ExitCode.PASSED
 
 
 if __name__ == "__main__":
     try:
         code = main(sys.argv[1:])
     except KeyboardInterrupt:  # interrupted between cells
-        code = INTERRUPTED
+        code = ExitCode.INTERRUPTED
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)

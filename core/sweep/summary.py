@@ -11,9 +11,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from cmpx import __version__
+from cmpx.errors import ExitCode
 
-VERDICTS = {0: "passed", 1: "mismatch", 2: "usage error", 3: "backend failed", 4: "internal error",
-            130: "interrupted", None: "not run"}
+VERDICTS = {ExitCode.PASSED: "passed", ExitCode.MISMATCH: "mismatch", ExitCode.USAGE: "usage error",
+            ExitCode.BACKEND_FAILED: "backend failed", ExitCode.INTERNAL: "internal error",
+            ExitCode.NOT_REPRODUCED: "not reproduced", ExitCode.INTERRUPTED: "interrupted", None: "not run"}
 NOT_RUN = "not run"
 
 
@@ -83,11 +85,11 @@ def _failure(record: dict[str, Any], report: dict[str, Any]) -> dict[str, Any] |
 
 def sweep_exit_code(entries: Sequence[dict[str, Any]], interrupted: bool) -> int:
     if interrupted:
-        return 130
+        return ExitCode.INTERRUPTED
     codes = {entry["exit_code"] for entry in entries}
-    if codes & {2, 3, 4, None}:
-        return 3
-    return 1 if 1 in codes else 0
+    if codes & {ExitCode.USAGE, ExitCode.BACKEND_FAILED, ExitCode.INTERNAL, None}:
+        return ExitCode.BACKEND_FAILED
+    return ExitCode.MISMATCH if ExitCode.MISMATCH in codes else ExitCode.PASSED
 
 
 def summary_document(entries: Sequence[dict[str, Any]], *, sweep_file: str, models: Sequence[str],

@@ -7,6 +7,7 @@ import os
 import xml.etree.ElementTree as ET
 from typing import Any
 
+from cmpx.printable import xml_safe
 from cmpx.sweep.summary import NOT_RUN
 
 
@@ -80,7 +81,7 @@ def junit(document: dict[str, Any]) -> ET.ElementTree:
     suite.set("skipped", str(skipped))
     suite.set("time", f"{document['seconds']:.3f}")
     root = ET.Element("testsuites")
-    root.append(suite)
+    root.append(xml_safe(suite))  # names from sweep files and models: what XML 1.0 cannot hold is escaped
     tree = ET.ElementTree(root)
     ET.indent(tree)
     return tree

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from cmpx.backend import Backend
-from cmpx.errors import bounded
+from cmpx.errors import ExitCode, bounded
 from cmpx.structured import NotComparable, StructureError, Structured, flatten
 from cmpx.transport import protocol, shm
 from cmpx.transport.arena import Allocations, MappingCache
@@ -48,16 +48,16 @@ def main(argv: list[str]) -> int:
         try:
             message = protocol.read_frame(fd_in)
         except protocol.ProtocolError:
-            return 4
+            return ExitCode.INTERNAL
         if message is None:  # the coordinator is gone or closed the pipe
-            return 0
+            return ExitCode.PASSED
         if message["op"] == "setup":  # no reply: a failure is reported when the load request comes
             state.prepare(message)
             continue
         reply = _handle(state, message)
         outbox.send(reply)
         if message["op"] == "close":
-            return 0
+            return ExitCode.PASSED
 
 
 def hello() -> dict[str, Any]:
