@@ -15,7 +15,7 @@ from cmpx.errors import ExitCode
 
 VERDICTS = {ExitCode.PASSED: "passed", ExitCode.MISMATCH: "mismatch", ExitCode.USAGE: "usage error",
             ExitCode.BACKEND_FAILED: "backend failed", ExitCode.INTERNAL: "internal error",
-            ExitCode.NOT_REPRODUCED: "not reproduced", ExitCode.INTERRUPTED: "interrupted", None: "not run"}
+            ExitCode.INTERRUPTED: "interrupted", None: "not run"}
 NOT_RUN = "not run"
 
 
