@@ -86,7 +86,7 @@ def build_plan(checked: Preflight, warn: Callable[[str], None], scratch: str | N
                               tuple(request.load_inputs), request.data_loader_script,
                               {r.input: ValueRange(r.low, r.high) for r in ranges})
         loader = checked.loader
-        feeds = _peeked(_fitted(loader.factory(options).feeds(inputs), inputs, loader.name, warn))
+        feeds = _peeked(_fitted(loader.factory(options).feeds(inputs), inputs, loader.name, warn), loader.name)
         iterations = (request.iterations or 1) if generates else request.iterations
 
         def calibration(count: int) -> Feeds:
@@ -301,7 +301,14 @@ def _saved_backends(request: RunRequest, model: ModelInfo | None, warn: Callable
         if not saved.complete:
             warn(f"--load-outputs {path} was not completed (the run that saved it was interrupted, or its disk "
                  f"filled); it holds {max((len(s) for s in saved.sources), default=0)} iteration(s)")
+        if not saved.sources:  # Polygraphy writes a RunResults of no runner when its own inference failed
+            raise UsageError(f"--load-outputs {path}: holds no backend's outputs (no iteration was saved; Polygraphy "
+                             "writes a RunResults of no runner when its inference failed): nothing to compare "
+                             "against; save the outputs again")
         for source in saved.sources:
+            if not len(source):
+                raise UsageError(f"--load-outputs {path}: {source.name} holds no iteration (the run that saved it "
+                                 "made none, or failed first): nothing to compare against; save the outputs again")
             found.append((f"{source.name}@{label}", source, path))
     unique = instance_names([name for name, _, _ in found])
     return [SavedBackend(name, source, path) for name, (_, source, path) in zip(unique, found)]
@@ -334,10 +341,30 @@ def _fitted(feeds: Any, inputs: Sequence[TensorSpec], loader: str, warn: Callabl
             return
 
 
-def _peeked(feeds: Feeds) -> Feeds:
-    """``feeds`` with its first feed made now (a data source that fails should fail before any inference)."""
+def _peeked(feeds: Feeds, source: str) -> Feeds:
+    """``feeds`` with its first feed made now (a data source that fails should fail before any inference); a source
+    that gives none is bad input (nothing could be compared)."""
+    feeds = _guarded(feeds, source)
     first = next(feeds, None)
-    return _prepend([first], feeds) if first is not None else iter(())
+    if first is None:
+        raise UsageError(f"the data loader {source!r} gave no feed: nothing to run; check what it yields (or the "
+                         "saved inputs it reads)")
+    return _prepend([first], feeds)
+
+
+def _guarded(feeds: Feeds, source: str) -> Feeds:
+    """``feeds``, with anything a data loader's code raises (SystemExit too) made that loader's failure (exit 2):
+    a plugin's or script's code never ends cmpx with an exit code of its own."""
+    while True:
+        try:
+            feed = next(feeds)
+        except StopIteration:
+            return
+        except (KeyboardInterrupt, CmpxError):
+            raise
+        except BaseException as exc:  # noqa: BLE001 - user code
+            raise UsageError(f"the data loader {source!r} raised {type(exc).__name__}: {exc}") from exc
+        yield feed
 
 
 def _prepend(holder: list[Mapping[str, Any]], rest: Feeds) -> Feeds:

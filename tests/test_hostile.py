@@ -297,3 +297,44 @@ def test_printable_escapes_exactly_what_a_terminal_would_obey():
     assert printable("plain name/with:punctuation ünïcode\ttab") == "plain name/with:punctuation ünïcode\ttab"
     assert printable("a\nb\rc\x1bd\x7fe\x9bf\u2028g\u202eh") == "a\\nb\\rc\\x1bd\\x7fe\\x9bf\\u2028g\\u202eh"
     assert xml_text("a\x01b\nc\ud800") == "a\\x01b\nc\\ud800"  # newline is valid XML text; the rest is not
+
+
+def test_saved_outputs_holding_nothing_are_refused_before_any_inference(run_cli, tmp_path):
+    """Polygraphy writes a RunResults of no runner (or a runner of no iteration) when its own inference fails;
+    compared against, it was an exit 0 that compared nothing (issue #28, item 4)."""
+    from polygraphy.comparator import RunResults
+
+    model = REPO / "examples" / "models" / "conv.onnx"
+    empty = RunResults()
+    empty.save(str(tmp_path / "none.json"))
+    idle = RunResults()
+    idle.append(("onnxrt-runner", []))
+    idle.save(str(tmp_path / "idle.json"))
+    golden = tmp_path / "golden"
+    golden.mkdir()
+    (golden / "cmpx-run.jsonl").write_text(json.dumps({"format": "cmpx-run", "format_version": 1, "kind": "outputs"})
+                                           + "\n" + json.dumps({"complete": True, "iterations": 0}) + "\n")
+    for saved, why in ((tmp_path / "none.json", "holds no backend's outputs"),
+                       (tmp_path / "idle.json", "onnxrt-runner holds no iteration"), (golden, "holds no backend's")):
+        result = run_cli("run", model, "--backend", "onnxrt", "--load-outputs", saved)
+        assert result.exit_code == 2, result.output
+        assert why in result.output and "nothing to compare against" in result.output
+        assert "loaded onnxrt" not in result.output  # before any backend ran
+
+
+@pytest.mark.parametrize("script, words", [
+    ("def load_data():\n    return iter(())\n", "gave no feed: nothing to run"),
+    ("import sys\ndef load_data():\n    sys.exit(0)\n    yield {}\n", "load_data() raised SystemExit: 0"),
+    ("import sys\nsys.exit(0)\n", "importing it raised SystemExit: 0"),
+    ("import numpy as np, sys\ndef load_data():\n    yield {'X': np.zeros((1, 3, 8, 8), np.float32)}\n"
+     "    raise SystemExit(0)\n", "load_data() raised SystemExit: 0"),
+])
+def test_a_data_loader_that_yields_nothing_or_exits_is_that_loaders_failure(run_cli, tmp_path, script, words):
+    """A loader yielding nothing was a mismatch (exit 1); one raising SystemExit(0) ended cmpx with exit 0, no
+    verdict (issue #28, items 4-5): both are the loader's failure, exit 2, named."""
+    path = tmp_path / "loader.py"
+    path.write_text(script)
+    result = run_cli("run", REPO / "examples" / "models" / "conv.onnx", "--backend", "onnxrt", "--backend",
+                     "onnxref", "--data-loader-script", path, "--iterations", "2")
+    assert result.exit_code == 2, result.output
+    assert words in result.output, result.output

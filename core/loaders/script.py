@@ -39,7 +39,9 @@ class ScriptDataLoader:
         try:
             produced = function()
             iterator = iter(produced)
-        except Exception as exc:
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # user code: anything it raises (SystemExit(0) too) is this loader's failure
             raise UsageError(f"--data-loader-script {self.path}: {self.function}() raised "
                              f"{type(exc).__name__}: {exc}") from exc
         return itertools.islice(self._guarded(iterator), self.options.iterations)
@@ -51,7 +53,9 @@ class ScriptDataLoader:
         sys.path.insert(0, os.path.dirname(os.path.abspath(self.path)))
         try:
             spec.loader.exec_module(module)
-        except Exception as exc:
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - a script calling sys.exit() at import is its own failure
             raise UsageError(f"--data-loader-script {self.path}: importing it raised {type(exc).__name__}: {exc}") \
                 from exc
         finally:
@@ -68,7 +72,9 @@ class ScriptDataLoader:
                 feed = next(iterator)
             except StopIteration:
                 return
-            except Exception as exc:
+            except KeyboardInterrupt:
+                raise
+            except BaseException as exc:  # noqa: BLE001 - as above
                 raise UsageError(f"--data-loader-script {self.path}: {self.function}() raised "
                                  f"{type(exc).__name__}: {exc}") from exc
             yield feed
