@@ -121,7 +121,12 @@ def create(name: str, requirements: Sequence[str], python: str | None = None,
 
 
 def remove(name: str) -> str:
+    """Delete environment ``name``; one that is a symbolic link (to an environment made elsewhere) loses only the
+    link, never what it points to."""
     directory = env_dir(name)
+    if os.path.islink(directory):
+        os.unlink(directory)
+        return f"{directory} (a link; what it pointed to is left as it was)"
     if not os.path.isfile(env_python(directory)):
         raise UsageError(f"no environment {name!r} in {envs_root()}")
     shutil.rmtree(directory)

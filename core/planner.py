@@ -125,17 +125,22 @@ def build_plan(checked: Preflight, warn: Callable[[str], None], scratch: str | N
 
 
 def _check_external_files(model: ModelInfo) -> None:
-    """The files a model keeps its weights in are beside it (where every backend looks), before any backend
-    starts; one that is missing is an error naming --external-data-dir. (A location outside the model's directory
-    is refused where the model is loaded.)"""
+    """The files a model keeps its weights in are inside its directory (where every backend looks), before any
+    backend starts, for every backend alike: a location outside it (absolute, ``..``, a symbolic link leading out)
+    is refused, and a missing one is an error naming --external-data-dir."""
+    from cmpx.userfiles import inside
+
     directory = os.path.dirname(os.path.abspath(model.path))
+    what = f"{model.path}: its external weights"
     for location in model.external_data:
         path = os.path.normpath(os.path.join(directory, location))
-        if os.path.isabs(location) or not path.startswith(directory + os.sep):
-            continue
-        if not os.path.isfile(path):
+        if not os.path.isabs(location) and path.startswith(directory + os.sep) and not os.path.lexists(path):
             raise ModelError(f"{model.path} keeps weights in {location}, which is not beside it ({path} is missing); "
                              "put it there, or give --external-data-dir DIR, the directory that holds it")
+        try:
+            inside(directory, location, what)
+        except UsageError as exc:
+            raise ModelError(str(exc)) from None
 
 
 def _local_error_dir(request: RunRequest, mark: Sequence[str], names: Sequence[str],

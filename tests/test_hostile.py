@@ -338,3 +338,63 @@ def test_a_data_loader_that_yields_nothing_or_exits_is_that_loaders_failure(run_
                      "onnxref", "--data-loader-script", path, "--iterations", "2")
     assert result.exit_code == 2, result.output
     assert words in result.output, result.output
+
+
+def test_a_saved_run_holding_text_is_refused_naming_the_tensor(run_cli, tmp_path):
+    from polygraphy.comparator import IterationResult, RunResults
+
+    results = RunResults()
+    results.append(("onnxrt-runner", [IterationResult({"Y": np.array(["ab", "c"])}, runner_name="onnxrt-runner")]))
+    results.save(str(tmp_path / "text.json"))
+    result = run_cli("run", "--load-outputs", tmp_path / "text.json", tmp_path / "text.json")
+    assert result.exit_code == 2, result.output  # was exit 4, a ValueError from the comparator
+    assert "onnxrt-runner iteration 0 Y: holds <U2 values (text); cmpx compares and feeds numbers" in result.output
+
+
+def test_removing_an_environment_that_is_a_link_removes_only_the_link(run_cli, tmp_path, monkeypatch):
+    target = tmp_path / "made-elsewhere"
+    (target / "bin").mkdir(parents=True)
+    (target / "bin" / "python").write_text("")
+    (tmp_path / "envs").mkdir()
+    os.symlink(target, tmp_path / "envs" / "linked")
+    monkeypatch.setenv("CMPX_ENVS_DIR", str(tmp_path / "envs"))
+    result = run_cli("env", "remove", "linked")
+    assert result.exit_code == 0, result.output  # was exit 4: rmtree refuses a link
+    assert "a link; what it pointed to is left as it was" in result.output
+    assert not os.path.lexists(tmp_path / "envs" / "linked") and (target / "bin" / "python").exists()
+
+
+@pytest.mark.parametrize("location", ["../outside.bin", "/etc/hostname"])
+@pytest.mark.parametrize("backend", ["onnxrt", "onnxrt:fp16"])
+def test_external_weights_outside_the_model_directory_are_refused_alike_for_every_backend(run_cli, tmp_path,
+                                                                                          location, backend):
+    """The same bad location was exit 3 in a plain run (ONNX Runtime's load error) and exit 2 with :fp16."""
+    directory = tmp_path / "model"
+    directory.mkdir()
+    x = helper.make_tensor_value_info("X", TensorProto.FLOAT, [4])
+    graph = helper.make_graph([helper.make_node("Add", ["X", "w"], ["Y"])], "g", [x],
+                              [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [4])],
+                              [numpy_helper.from_array(np.ones(4, np.float32), "w")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    onnx.save(model, directory / "m.onnx", save_as_external_data=True, location="w.bin", size_threshold=0)
+    (tmp_path / "outside.bin").write_bytes(np.ones(4, np.float32).tobytes())
+    model = onnx.load(directory / "m.onnx", load_external_data=False)
+    for entry in model.graph.initializer[0].external_data:
+        if entry.key == "location":
+            entry.value = location
+    onnx.save(model, directory / "bad.onnx")
+    result = run_cli("run", directory / "bad.onnx", "--backend", backend, "--backend", "onnxref")
+    assert result.exit_code == 2, result.output
+    assert f"file entry {location!r} points outside its directory" in result.output
+    assert "loaded" not in result.output
+
+
+def test_a_saved_run_whose_manifest_is_a_link_out_of_its_directory_is_refused(run_cli, tmp_path):
+    model = REPO / "examples" / "models" / "conv.onnx"
+    assert run_cli("run", model, "--backend", "onnxrt", "--save-outputs", tmp_path / "real").exit_code == 0
+    linked = tmp_path / "linked"
+    shutil.copytree(tmp_path / "real" / "0", linked / "0")
+    os.symlink(tmp_path / "real" / "cmpx-run.jsonl", linked / "cmpx-run.jsonl")
+    result = run_cli("run", model, "--backend", "onnxrt", "--load-outputs", linked)
+    assert result.exit_code == 2, result.output
+    assert "file entry 'cmpx-run.jsonl' leads outside" in result.output

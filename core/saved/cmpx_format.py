@@ -163,6 +163,7 @@ def read_cmpx_run(path: str) -> SavedFile:
     """Open a saved run: the manifest is read and every file's header checked now (each must be a regular file
     inside the run directory); arrays load (mapped) one at a time, on demand."""
     manifest = os.path.join(path, MANIFEST)
+    inside(path, MANIFEST, path)  # a manifest that is a link leading out of the run directory is refused too
     try:
         with open_regular(manifest, "saved run manifest", "r", encoding="utf-8") as f:
             records = [json.loads(line) for line in f if line.strip()]

@@ -62,6 +62,9 @@ def _header(f: Any, where: str) -> tuple[tuple[int, ...], bool, np.dtype, int, i
     if dtype.hasobject:
         raise SavedDataError(f"{where}: refused: the array needs pickle to load (object dtype), and cmpx never "
                              "unpickles data; re-save it as a numeric array")
+    if dtype.kind in "USMm":  # strings, dates: nothing cmpx can compare or feed
+        raise SavedDataError(f"{where}: holds {dtype} values ({'text' if dtype.kind in 'US' else 'dates'}); cmpx "
+                             "compares and feeds numbers: leave this tensor out of the saved run")
     count = 1
     for dim in shape:
         count *= int(dim)
