@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import fnmatch
 import itertools
+import math
 import os
 import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -14,7 +15,7 @@ from typing import Any
 from cmpx.argtypes import ValueRange, check_names
 from cmpx.comparison.output_map import resolve_output_map
 from cmpx.comparison.pairing import check_reference, comparison_pairs, instance_names
-from cmpx.errors import BackendFailed, CmpxError, ModelError, RemoteTraceback, UsageError, bounded
+from cmpx.errors import BackendFailed, CmpxError, LimitReached, ModelError, RemoteTraceback, UsageError, bounded
 from cmpx.loaders.feeds import fit_feeds
 from cmpx.loaders.options import DataOptions
 from cmpx.model.info import ModelInfo, TensorSpec, read_model
@@ -77,6 +78,8 @@ def build_plan(checked: Preflight, warn: Callable[[str], None], scratch: str | N
         generates = checked.loader.generates
         inputs = resolve_input_shapes(model.inputs, checked.shapes, warn, fill_dynamic=generates, dims=checked.dims)
         if generates:
+            _check_input_sizes(inputs)
+        if generates:
             from cmpx.loaders.synthetic import DEFAULT_INT_RANGE
             from cmpx.model.value_ranges import data_ranges
 
@@ -122,6 +125,31 @@ def build_plan(checked: Preflight, warn: Callable[[str], None], scratch: str | N
                    model_file=model_file, local_error_dir=local_error_dir, data_ranges=ranges, excluded=excluded,
                    slicing=slicing)
     return plan, feeds
+
+
+def _check_input_sizes(inputs: Sequence[TensorSpec]) -> None:
+    """The inputs cmpx is to make fit in the memory available (cgroup limits included), before any is made: an
+    input too large for it is one line naming it and the sizes (it was a MemoryError, or the kernel's kill)."""
+    from cmpx.dtypes import numpy_dtype
+    from cmpx.memory import available_memory, size_text
+
+    sizes = {}
+    for spec in inputs:
+        if spec.shape is None or not all(isinstance(d, int) for d in spec.shape):
+            continue
+        try:
+            sizes[spec.name] = math.prod(spec.shape) * numpy_dtype(spec.dtype).itemsize
+        except TypeError:  # a dtype numpy cannot size: the loader says so
+            continue
+    available = available_memory()
+    if not sizes or not available or sum(sizes.values()) <= available:
+        return
+    name = max(sizes, key=lambda n: sizes[n])
+    spec = next(s for s in inputs if s.name == name)
+    raise LimitReached(f"input {name} {list(spec.shape)} {spec.dtype} needs {size_text(sizes[name])}"
+                       + (f" (all inputs {size_text(sum(sizes.values()))})" if len(sizes) > 1 else "")
+                       + f", more than the {size_text(available)} of memory available (cgroup limits included); "
+                       "give smaller --input-shapes")
 
 
 def _check_external_files(model: ModelInfo) -> None:

@@ -398,3 +398,28 @@ def test_a_saved_run_whose_manifest_is_a_link_out_of_its_directory_is_refused(ru
     result = run_cli("run", model, "--backend", "onnxrt", "--load-outputs", linked)
     assert result.exit_code == 2, result.output
     assert "file entry 'cmpx-run.jsonl' leads outside" in result.output
+
+
+def test_inputs_larger_than_the_memory_available_are_refused_before_they_are_made(run_cli, tmp_path):
+    """An input of 2^40 elements was exit 4 (a MemoryError); an input over a cgroup's limit was killed silently
+    (137). Both are one line, exit 2, naming the input and the sizes (issue #28, item 6)."""
+    from cmpx.testing import memlimit
+
+    def model(path, shape):
+        x = helper.make_tensor_value_info("X", TensorProto.FLOAT, shape)
+        graph = helper.make_graph([helper.make_node("Relu", ["X"], ["Y"])], "g", [x],
+                                  [helper.make_tensor_value_info("Y", TensorProto.FLOAT, shape)])
+        onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), path)
+        return str(path)
+
+    huge = run_cli("run", model(tmp_path / "huge.onnx", [1 << 20, 1 << 20]), "--backend", "onnxrt")
+    assert huge.exit_code == 2, huge.output
+    assert "input X [1048576, 1048576] float32 needs 4 TiB, more than the" in huge.output
+    problem = memlimit.unavailable()
+    if problem:
+        pytest.skip(f"the cgroup half: {problem}")
+    with memlimit.MemoryCgroup(200 << 20) as cgroup:  # a 512 MiB input in a 200 MiB cgroup
+        done = cgroup.run([sys.executable, "-m", "cmpx", "run", model(tmp_path / "big.onnx", [128, 1 << 20]),
+                           "--backend", "onnxrt"], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "input X [128, 1048576] float32 needs 512 MiB, more than the" in done.stderr
