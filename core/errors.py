@@ -18,6 +18,7 @@ class ExitCode(IntEnum):
     USAGE = 2  # bad usage or input, found before any inference
     BACKEND_FAILED = 3  # a backend failed (error, crash, timeout); the others were still compared
     INTERNAL = 4  # a bug or an environment cmpx did not foresee: never read as a verdict
+    NOT_REPRODUCED = 5  # cmpx reduce wrote a subgraph that does not fail by itself (against the saved outputs)
     INTERRUPTED = 130  # Ctrl-C, SIGTERM or SIGHUP: workers stopped, shared memory released
 
 

@@ -18,8 +18,9 @@ each candidate runs in fresh workers, so a crash is one more observation. Every 
 naming files one run would write.
 
 \b
-Exit codes: 1 a failing subgraph was written, 0 the full model passes, 2 bad usage, 3 the backends cannot run
-the model at all, 130 interrupted.
+Exit codes: 1 a failing subgraph was written (it fails by itself), 0 the full model passes, 2 bad usage, 3 the
+backends cannot run the model at all, 5 a subgraph was written but does not fail by itself against the saved
+outputs (not reproduced), 130 interrupted.
 
 \b
 Example:
@@ -37,9 +38,10 @@ Example:
 def reduce_command(output: str, fail_on: str | None, words: tuple[str, ...]) -> int:
     from cmpx.cli.main import invocation
     from cmpx.cli.run import request_from_words
+    from cmpx.printable import printable
     from cmpx.reduce.driver import ReduceOptions, reduce_model
 
     here = invocation(click.get_current_context())
     request, cli = request_from_words(list(words), here.plugins)
     options = ReduceOptions(request, output, fail_on, verbose=cli["verbose"] > 0)
-    return int(reduce_model(options, here.plugins, here.settings, click.echo))
+    return int(reduce_model(options, here.plugins, here.settings, lambda text: click.echo(printable(text))))

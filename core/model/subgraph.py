@@ -38,6 +38,11 @@ class GraphIndex:
             return None
         return int(value.tensor_type.elem_type)
 
+    def is_structured(self, name: str) -> bool:
+        """Whether the tensor is typed as a sequence, map or optional (or a sparse tensor): no plain tensor."""
+        value = self.types.get(name)
+        return value is not None and value.WhichOneof("value") not in (None, "tensor_type")
+
     def node_label(self, index: int) -> str:
         node = self.nodes[index]
         return f"{node.name or '(unnamed)'} ({node.op_type})"
@@ -123,9 +128,9 @@ def write_subgraph(index: GraphIndex, model_path: str, nodes: Sequence[int], inp
                    outputs: Sequence[str], path: str, output_types: Mapping[str, Any] | None = None,
                    inline_limit: int = INLINE_LIMIT) -> None:
     """Write the model made of ``nodes`` (positions in ``index``) to ``path``. ``inputs``: name -> (numpy dtype,
-    shape) of each graph input, as it will be fed; ``outputs``: the tensors to return, typed from the model's
-    shape inference, else from ``output_types`` (name -> numpy dtype). Weights come from ``model_path``'s
-    directory: see the module docstring."""
+    shape) of each graph input, as it will be fed; ``outputs``: the values to return, typed as the model and its
+    shape inference type them (sequences, maps and optionals as they are), else as tensors of ``output_types``
+    (name -> numpy dtype). Weights come from ``model_path``'s directory: see the module docstring."""
     import onnx
     from onnx import helper
 
@@ -163,10 +168,12 @@ def _elem_type(dtype: Any) -> int:
 
 
 def _output_info(index: GraphIndex, name: str, fallback: Any):
-    """The output typed as shape inference typed it (its shape too), else by ``fallback`` (a numpy dtype)."""
+    """The output typed as the model (or shape inference) types it, its shape too: a tensor of a known element
+    type, or a sequence, map or optional as it is (a ZipMap's seq(map(int64,tensor(float)))); else a tensor of
+    ``fallback`` (a numpy dtype)."""
     from onnx import ValueInfoProto, helper
 
-    if index.elem_type(name) is not None:
+    if index.elem_type(name) is not None or index.is_structured(name):
         value = ValueInfoProto(name=name)
         value.type.CopyFrom(index.types[name])
         return value

@@ -4,7 +4,8 @@ the tensors at its boundary, every iteration — as a cmpx saved run, and the ru
 A window of nodes grows into a candidate with the nodes it needs where the reference has no value of a tensor it
 reads (Constant nodes, tensors shape inference could not type). Its outputs are the tensors it computes that the
 rest of the model reads, or that are model outputs: what it hands on, as in the whole model (so a fusion that
-breaks the model is kept whole in the candidate).
+breaks the model is kept whole in the candidate), each of the type the model gives it: a sequence, map or optional
+(a ZipMap's output) stays one, and is never an input (a candidate that reads one computes it).
 """
 
 from __future__ import annotations
@@ -37,6 +38,12 @@ class ReferenceValues:
     def names(self) -> set[str]:
         return set(self.inputs.load(0)) | set(self.tensors.load(0)) if self.iterations else set()
 
+    def structured(self) -> set[str]:
+        """The names whose values are sequences, maps or optionals (cmpx.structured), not tensors."""
+        if not self.iterations:
+            return set()
+        return {name for name, value in {**self.inputs.load(0), **self.tensors.load(0)}.items() if _structured(value)}
+
     def load(self, iteration: int, names: Iterable[str]) -> dict[str, Any]:
         inputs, tensors = self.inputs.load(iteration), self.tensors.load(iteration)
         return {name: inputs[name] if name in inputs else tensors[name] for name in names}
@@ -61,10 +68,13 @@ class CandidateMaker:
         self.values = values
         self.directory = directory
         self.known = values.names()
+        # a sequence, map or optional (a ZipMap's output) is compared, never fed: a candidate that reads one computes
+        # it, as a graph input can only be a tensor of the reference's values
+        self.feedable = self.known - values.structured() - {name for name in self.known if index.is_structured(name)}
 
     def nodes(self, window: Iterable[int]) -> list[int]:
-        """The window and the nodes it needs (what the reference has no value of)."""
-        return closure(self.index, window, self.known)
+        """The window and the nodes it needs (what the reference has no tensor value of)."""
+        return closure(self.index, window, self.feedable)
 
     def make(self, window: Iterable[int], number: int, model: str | None = None, inputs_run: str | None = None,
              inline_limit: int | None = None) -> Candidate:
@@ -90,7 +100,10 @@ class CandidateMaker:
                 writer.add("inputs", iteration, arrays, None)
         finally:
             writer.close()
-        types = {name: self.values.load(0, [name])[name].dtype for name in outputs if name in self.known}
+        # outputs shape inference did not type are tensors of the reference's dtype; the others keep the model's
+        # types, sequences, maps and optionals included (cmpx.model.subgraph)
+        reference = self.values.load(0, [name for name in outputs if name in self.known])
+        types = {name: value.dtype for name, value in reference.items() if not _structured(value)}
         extra = {} if inline_limit is None else {"inline_limit": inline_limit}
         write_subgraph(self.index, self.model_path, nodes, shapes, outputs, model, output_types=types, **extra)
         return Candidate(number, nodes, inputs, outputs, model, inputs_run)
@@ -101,6 +114,10 @@ class CandidateMaker:
             return f"1 node: {self.index.node_label(nodes[0])}"
         first, last = self.index.nodes[nodes[0]], self.index.nodes[nodes[-1]]
         return f"{len(nodes)} nodes ({first.name or first.op_type} .. {last.name or last.op_type})"
+
+
+def _structured(value: Any) -> bool:
+    return getattr(value, "skeleton", None) is not None  # a cmpx.structured.Structured
 
 
 def _common(shape: tuple[Any, ...], other: Sequence[int]) -> tuple[Any, ...]:

@@ -3,9 +3,10 @@ save the reference's values of every tensor, search (cmpx.reduce.search) with ea
 write the smallest failing subgraph with its inputs and the reference's outputs, and check that the written run
 fails by itself.
 
-Exit codes: 1 a failing subgraph was written, 0 the whole model passes (or does not fail the way --fail-on asks),
-2 bad usage, 3 the backends cannot run the model at all (nothing to compare, no values to feed candidates, or a
-backend failure kept that shows as well on a node unlike those kept: the backend fails on any model).
+Exit codes: 1 a failing subgraph was written (and fails by itself), 0 the whole model passes (or does not fail the
+way --fail-on asks), 2 bad usage, 3 the backends cannot run the model at all (nothing to compare, no values to feed
+candidates, or a backend failure kept that shows as well on a node unlike those kept: the backend fails on any
+model), 5 a subgraph was written but does not fail by itself against the saved outputs (not reproduced).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from cmpx.errors import ExitCode, UsageError
-from cmpx.reduce.observe import FAIL_ON, Observation, Observer
+from cmpx.reduce.observe import FAIL_ON, FAILING, Observation, Observer
 
 if TYPE_CHECKING:
     from cmpx.plugins import PluginSet, PluginSettings
@@ -34,9 +35,6 @@ REFUSED = {"load_outputs": "the reference is a live backend", "save_outputs": "i
            "save_error_plots": "it runs many models", "save_transformed": "it runs many models"}
 
 
-FAILING = {"mismatch": "a mismatch", "crash": "a backend failing as on the full model", "any": "either"}
-
-
 @dataclass(frozen=True)
 class ReduceOptions:
     request: RunRequest  # the run, as cmpx run would take it
@@ -44,6 +42,18 @@ class ReduceOptions:
     fail_on: str | None = None  # mismatch, crash, any; None: what the whole model showed
     verbose: bool = False  # each run's own report too
     shown: tuple[str, ...] = ()  # backend options' words, for the command printed to reproduce the result
+
+
+@dataclass(frozen=True)
+class Written:
+    """Where the result goes and how it is checked."""
+
+    inputs_run: str  # OUT.inputs
+    outputs_run: str  # OUT.outputs: the values backend's values of its outputs
+    live: tuple[str, ...]  # the words of the backends that check it: all but the one whose values it holds
+    request: RunRequest  # the request they check it with (their backends' options only)
+    every: tuple[str, ...]  # every backend's words and options: the command comparing them live on what is written
+    why: str | None = None  # what may make the saved values differ from the live ones
 
 
 def reduce_model(options: ReduceOptions, plugins: PluginSet, settings: PluginSettings,
@@ -102,11 +112,18 @@ def _reduce(options: ReduceOptions, checked: Preflight, observer: Observer, echo
         maker = _values(request, checked, whole, space.scratch_directory(), observer, echo)
         if maker is None:
             return ExitCode.BACKEND_FAILED
-        live = {b.name: word for b, word in zip(checked.backends, request.backends) if b.name != maker.values.backend}
+        source = maker.values.backend
+        live = {b.name: word for b, word in zip(checked.backends, request.backends) if b.name != source}
         verifying = _for_backends(request, checked, set(live))
         shown = _backend_option_words(verifying, checked, set(live))
-        return _search(replace(options, shown=shown), maker, fail_on, expected,
-                       (inputs_run, outputs_run, tuple(live.values()), verifying), observer, echo, started)
+        every = tuple(part for word in request.backends for part in ("--backend", word)) + \
+            (("--reference", request.reference) if request.reference else ()) + \
+            _backend_option_words(request, checked, {b.name for b in checked.backends})
+        marking = next(b.spec.marking_changes_fusion for b in checked.backends if b.name == source)
+        why = (f"{source} computed its saved values with every tensor marked, which changes what it computes (its "
+               "layer fusion)") if marking else None
+        written = Written(inputs_run, outputs_run, tuple(live.values()), verifying, every, why)
+        return _search(replace(options, shown=shown), maker, fail_on, expected, written, observer, echo, started)
     finally:
         space.close()
 
@@ -199,11 +216,9 @@ def _values(request: RunRequest, checked: Preflight, whole: Observation, scratch
     return CandidateMaker(index, model, values, scratch)
 
 
-def _search(options: ReduceOptions, maker: CandidateMaker, fail_on: str, expected: dict,
-            written: tuple[str, str, tuple[str, ...], RunRequest], observer: Observer, echo: Callable[[str], None],
-            started: float) -> ExitCode:
-    """Search, then write the result and check it. ``written``: where its inputs and outputs go, the words of the
-    backends that check it (all but the one whose values it holds) and the request they check it with."""
+def _search(options: ReduceOptions, maker: CandidateMaker, fail_on: str, expected: dict, written: Written,
+            observer: Observer, echo: Callable[[str], None], started: float) -> ExitCode:
+    """Search, then write the result and check that it fails by itself (exit 1), or say that it does not (exit 5)."""
     from cmpx.reduce.candidates import candidate_request
     from cmpx.reduce.search import reduce_nodes
 
@@ -213,6 +228,7 @@ def _search(options: ReduceOptions, maker: CandidateMaker, fail_on: str, expecte
     best = [list(range(total))]
     count = [0]
     crashed = [False]  # whether the smallest failing candidate so far failed by a backend failure, not a mismatch
+    failed_any = [False]
 
     def fails(window, step: str) -> bool:
         count[0] += 1
@@ -225,8 +241,11 @@ def _search(options: ReduceOptions, maker: CandidateMaker, fail_on: str, expecte
         if failed:
             best[0] = list(candidate.nodes)
             crashed[0] = not (fail_on != "crash" and seen.mismatch)
-        echo(f"candidate {count[0]} ({step}): {what}: {seen.verdict()} ({seen.seconds:.1f} s) | nodes left: "
-             f"{len(best[0])}")
+            failed_any[0] = True
+        echo(f"candidate {count[0]} ({step}): {what}: {seen.outcome(fail_on, expected)} ({seen.seconds:.1f} s) | "
+             f"nodes left: {len(best[0])}")
+        for message in seen.uncounted_messages(fail_on, expected):
+            echo(f"  {message}")
         return failed
 
     kept = maker.nodes(reduce_nodes(total, fails))
@@ -236,14 +255,18 @@ def _search(options: ReduceOptions, maker: CandidateMaker, fail_on: str, expecte
             count[0] += 1
         if checked:
             return ExitCode.BACKEND_FAILED
-    inputs_run, outputs_run, live, verifying = written
-    final = maker.make(kept, 0, options.output, inputs_run)
-    _write_outputs(maker, final, outputs_run)
-    echo(f"wrote {options.output}, its inputs {inputs_run} and {maker.values.backend}'s outputs {outputs_run}")
-    _verify(replace(options, request=verifying), final, outputs_run, maker.values.backend, live, fail_on, expected,
-            observer, echo)
+    if count[0] and not failed_any[0]:
+        echo("no candidate failed as the full model does, so every node is kept")
+    final = maker.make(kept, 0, options.output, written.inputs_run)
+    _write_outputs(maker, final, written.outputs_run)
+    echo(f"wrote {options.output}, its inputs {written.inputs_run} and {maker.values.backend}'s outputs "
+         f"{written.outputs_run}")
+    reproduced = _verify(options, maker, final, written, fail_on, expected, failed_any[0], observer, echo)
     echo(f"{count[0]} candidate(s) in {time.monotonic() - started:.1f} s; kept {len(kept)} of {total} node(s): "
          + ", ".join(maker.index.node_label(n) for n in kept))
+    if not reproduced:
+        echo(f"the written model does not reproduce the failure by itself (exit {int(ExitCode.NOT_REPRODUCED)})")
+        return ExitCode.NOT_REPRODUCED
     return ExitCode.MISMATCH
 
 
@@ -263,8 +286,8 @@ def _fails_anywhere(options: ReduceOptions, maker: CandidateMaker, kept: list[in
     candidate = maker.make([other], number)
     seen = observer(candidate_request(options.request, candidate, maker.index.graph_outputs),
                     echo if options.verbose else None)
-    echo(f"candidate {number} (check): {maker.describe(candidate.nodes)}, unlike the node(s) kept: {seen.verdict()} "
-         f"({seen.seconds:.1f} s)")
+    echo(f"candidate {number} (check): {maker.describe(candidate.nodes)}, unlike the node(s) kept: "
+         f"{seen.outcome('crash', expected)} ({seen.seconds:.1f} s)")
     if not seen.shows("crash", expected):
         return False
     echo(f"cannot reduce: {', '.join(sorted(seen.failures))} failed the same way on {maker.index.node_label(other)}"
@@ -294,16 +317,16 @@ def _for_backends(request: RunRequest, checked: Preflight, names: set[str]) -> R
     return replace(request, backend_options={k: v for k, v in request.backend_options.items() if k not in dropped})
 
 
-def _verify(options: ReduceOptions, candidate: Candidate, outputs_run: str, source: str, live: tuple[str, ...],
-            fail_on: str, expected: dict, observer: Observer, echo: Callable[[str], None]) -> None:
-    """Run what was written as a user would (the ``live`` backends against the saved reference outputs) and say
-    whether it fails by itself, with the command that does it."""
+def _verify(options: ReduceOptions, maker: CandidateMaker, candidate: Candidate, written: Written, fail_on: str,
+            expected: dict, failed_live: bool, observer: Observer, echo: Callable[[str], None]) -> bool:
+    """Run what was written as a user would (the live backends against the saved reference outputs), with the
+    candidates' comparison options, and say whether it fails by itself, with the command that does it."""
     from cmpx.reduce.candidates import candidate_request
 
-    request = options.request
+    source, live, outputs_run = maker.values.backend, written.live, written.outputs_run
     label = f"{source}@{os.path.splitext(os.path.basename(os.path.normpath(outputs_run)))[0]}"
-    check = replace(candidate_request(request, candidate, ()), backends=live, load_outputs=(outputs_run,),
-                    reference=label if len(live) > 1 else None)
+    compared = candidate_request(written.request, candidate, maker.index.graph_outputs)
+    check = replace(compared, backends=live, load_outputs=(outputs_run,), reference=label if len(live) > 1 else None)
     command = " ".join(["cmpx run", candidate.model, *(f"--backend {word}" for word in live), "--load-inputs",
                         candidate.inputs_run, "--load-outputs", outputs_run] +
                        ([f"--reference {label}"] if len(live) > 1 else []) + _comparison_words(check) +
@@ -311,10 +334,18 @@ def _verify(options: ReduceOptions, candidate: Candidate, outputs_run: str, sour
     seen = observer(check)
     if seen.shows(fail_on, expected):
         echo(f"reproduce: {command}  -> {seen.verdict()}")
-    else:
-        echo(f"warning: against {source}'s saved outputs the written model does not fail ({seen.verdict()}), though "
-             f"it did with every backend live: compare them live on it (cmpx run {candidate.model} --backend ... "
-             f"--load-inputs {candidate.inputs_run}), or try: {command}")
+        return True
+    together = " ".join(["cmpx run", candidate.model, *written.every, "--load-inputs", candidate.inputs_run] +
+                        _comparison_words(compared))
+    shown = "passes" if seen.passed else f"could not run ({seen.error})" if seen.error is not None else \
+        f"shows no failure that counts (failing means {FAILING[fail_on]}): {seen.showed()}"
+    echo(f"not reproduced: against {source}'s saved outputs, {candidate.model} {shown}, though "
+         + ("it failed with every backend live" if failed_live else "the full model failed") +
+         (f"; {written.why}" if written.why else "") + f". Compare the backends live on it: {together}; or check "
+         f"against the saved outputs: {command}")
+    for message in seen.uncounted_messages(fail_on, expected):
+        echo(f"  {message}")
+    return False
 
 
 def _comparison_words(request: RunRequest) -> list[str]:

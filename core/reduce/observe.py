@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     from cmpx.transport.pool import WorkerPool
 
 FAIL_ON = ("mismatch", "crash", "any")
+FAILING = {"mismatch": "a mismatch", "crash": "a backend failing as on the full model", "any": "either"}
+MESSAGE_LIMIT = 300  # characters of a backend failure's message under a candidate's line
 
 
 @dataclass
@@ -53,6 +55,27 @@ class Observation:
             return "passed"
         kinds = ([] if not self.mismatch else ["mismatch"]) + sorted({kind for _, kind in self.failures.values()})
         return f"FAILED ({', '.join(kinds)}: {'; '.join(self.details)})"
+
+    def outcome(self, fail_on: str, expected: Mapping[str, tuple[str, str]]) -> str:
+        """The verdict as failing is meant (``shows``): FAILED only where this run fails that way; a backend failure
+        or a mismatch that does not count is said as what it is (a load error where failing means a mismatch)."""
+        if self.error is not None or self.passed or self.shows(fail_on, expected):
+            return self.verdict()
+        return f"does not count (failing means {FAILING[fail_on]}): {self.showed()}"
+
+    def showed(self) -> str:
+        """What failed, in words: each backend failure, then the mismatches."""
+        failed, compared = self.details[:len(self.failures)], self.details[len(self.failures):]
+        return "; ".join(failed + ([f"mismatch ({'; '.join(compared)})"] if compared else []))
+
+    def uncounted_messages(self, fail_on: str, expected: Mapping[str, tuple[str, str]]) -> list[str]:
+        """Each backend failure's message (its first line, cut to MESSAGE_LIMIT characters) where they do not count
+        as failing: why the backend failed on this candidate but not as it did on the full model."""
+        if self.error is not None or self.shows(fail_on, expected):
+            return []
+        keep = MESSAGE_LIMIT // 3
+        return [m if len(m) <= MESSAGE_LIMIT else f"{m[:MESSAGE_LIMIT - keep - 5]} ... {m[-keep:]}"
+                for m in self.messages]
 
 
 def failure_kind(error: BackendFailed) -> str:
