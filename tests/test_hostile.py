@@ -423,3 +423,16 @@ def test_inputs_larger_than_the_memory_available_are_refused_before_they_are_mad
                            "--backend", "onnxrt"], capture_output=True, text=True, timeout=120, cwd=REPO)
     assert done.returncode == 2, done.stdout + done.stderr
     assert "input X [128, 1048576] float32 needs 512 MiB, more than the" in done.stderr
+
+
+@pytest.mark.parametrize("option, size", [("--save-outputs", "8k"), ("--save-inputs", "8k"), ("--save-outputs", "48k")])
+def test_polygraphy_json_onto_a_full_disk_is_exit_2_saying_nothing_was_kept(mounts, tmp_path, option, size):
+    """It was exit 4 ('I/O operation on closed file': close() wrote to the file a failed write had abandoned;
+    or the spill files' flush on close raised past the message) (issue #28, item 7)."""
+    target = tmp_path / "small"
+    target.mkdir()
+    done = _in_namespace(f"mount -t tmpfs -o size={size} tmpfs {target}", "run", EXAMPLE, "--backend", "onnxrt",
+                         "--iterations", "20", option, f"{target}/saved.json")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"{option} {target}/saved.json: No space left on device; nothing was written there" in done.stderr
+    assert "Internal error" not in done.stderr and "Traceback" not in done.stderr

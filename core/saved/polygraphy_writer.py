@@ -46,6 +46,7 @@ class PolygraphyWriter:
         self._pending: dict[tuple[str, int], dict[str, Any]] = {}
         self._runners: dict[str, Any] = {}  # runner -> (temporary file, iterations written)
         self._count = 0
+        self._failed = False
         self._failing(lambda: self._target.file.write("[\n" if kind == "inputs" else ""))
 
     def _failing(self, action: Any) -> Any:
@@ -53,6 +54,7 @@ class PolygraphyWriter:
             with self._target.failing():
                 return action()
         except OutputFailed as exc:
+            self._failed = True  # the file is gone: close() only cleans up
             raise OutputFailed(f"{exc}; a Polygraphy JSON file is written whole, so none of it is kept") from None
 
     def add(self, source: str, iteration: int, tensors: Mapping[str, np.ndarray], input_digest: str | None) -> None:
@@ -97,6 +99,8 @@ class PolygraphyWriter:
             return
         target, self._target = self._target, None
         try:
+            if self._failed:  # a write failed (a full disk): what it said stands, nothing is left behind
+                return
             if self.kind == "inputs":
                 with target.failing():
                     target.file.write("\n]\n")
@@ -115,7 +119,10 @@ class PolygraphyWriter:
         finally:
             target.abandon()
             for spill, name, _ in self._runners.values():
-                spill.close()
+                try:
+                    spill.close()  # (its buffered tail may not fit a full disk: it is removed anyway)
+                except OSError:
+                    pass
                 try:
                     os.unlink(name)
                 except OSError:
