@@ -436,3 +436,28 @@ def test_polygraphy_json_onto_a_full_disk_is_exit_2_saying_nothing_was_kept(moun
     assert done.returncode == 2, done.stdout + done.stderr
     assert f"{option} {target}/saved.json: No space left on device; nothing was written there" in done.stderr
     assert "Internal error" not in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("limit, words", [
+    (12, "the limit of open files is 12 (ulimit -n; hard limit 12), under the 32 cmpx needs"),  # was exit 1
+    (16, "the limit of open files is 16 (ulimit -n; hard limit 16)"),  # was exit 4
+    (40, "cmpx ran out of open files (ulimit -n)"),  # ten backends marking every tensor: mid-run
+])
+def test_running_out_of_open_files_is_exit_2_naming_the_limit(tmp_path, limit, words):
+    """Issue #28, item 10: exhaustion of descriptors at any point of the run is exit 2 naming the limit, never a
+    traceback, exit 1 (the mismatch code) or exit 4; nothing is left behind."""
+    from cmpx.testing.leaks import orphaned_workers
+
+    backends = ["--backend", "onnxrt", "--backend", "onnxref"] * (5 if limit == 40 else 1)
+    command = f"ulimit -n {limit}; exec {sys.executable} -m cmpx run {EXAMPLE} {' '.join(backends)} --mark-all"
+    done = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert words in done.stderr
+    assert "Traceback" not in done.stderr
+    assert orphaned_workers() == []
+
+
+def test_a_low_soft_limit_of_open_files_is_raised_to_the_hard_one():
+    done = subprocess.run(["bash", "-c", f"ulimit -Sn 16; exec {sys.executable} -m cmpx run {EXAMPLE} "
+                                         f"{' '.join(OK)}"], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert done.returncode == 0, done.stdout + done.stderr

@@ -14,6 +14,7 @@ import sys
 
 from cmpx.cli.argv import prescan
 from cmpx.errors import ExitCode
+from cmpx.limits import exhausted, raise_descriptor_limit
 from cmpx.transport.idle_threads import quiet_idle_threads
 
 MAX_SPARES = 8  # more backends than this still run; the rest start once the options are checked
@@ -21,6 +22,10 @@ COMPLETION_VARIABLE = "_CMPX_COMPLETE"  # set by the shell when it asks for comp
 
 
 def main() -> None:
+    problem = raise_descriptor_limit()  # first: everything after opens files
+    if problem:
+        sys.stderr.write(f"Error: {problem}\n")
+        sys.exit(ExitCode.USAGE)
     quiet_idle_threads(os.environ)  # before numpy is imported here or in any worker
     args = sys.argv[1:]
     scan = prescan(args)
@@ -37,6 +42,12 @@ def main() -> None:
     except KeyboardInterrupt:  # Ctrl-C before the CLI's own handling is in place (while importing it)
         sys.stderr.write("Interrupted.\n")
         sys.exit(ExitCode.INTERRUPTED)
+    except (OSError, ImportError) as exc:  # out of files or processes before the CLI's handling is in place
+        limit = exhausted(exc)
+        if limit is None:
+            raise
+        sys.stderr.write(f"Error: cmpx ran out of {limit} while starting ({exc}); raise the limit\n")
+        sys.exit(ExitCode.USAGE)
     finally:
         if pool is not None:  # an interrupt or an error before the run took the spares
             pool.release()

@@ -17,6 +17,7 @@ from cmpx.cli.env_cmd import env_group
 from cmpx.cli.reduce_cmd import reduce_command
 from cmpx.cli.sweep_cmd import sweep_command
 from cmpx.errors import CmpxError, ExitCode, RunInterrupted, exit_code_of
+from cmpx.limits import exhausted
 from cmpx.plugins import PluginSet, PluginSettings, make_plugin_manager
 from cmpx.printable import printable
 
@@ -87,9 +88,16 @@ class CmpxGroup(click.Group):
             code = exit_code_of(exc) if isinstance(exc, RunInterrupted) else ExitCode.INTERRUPTED
         except Exception as exc:  # a bug, or an environment cmpx did not foresee: never a verdict
             _show_debug(invocation.prescan.debug)
-            click.echo(f"Internal error: {type(exc).__name__}: {printable(str(exc))} (exit {int(ExitCode.INTERNAL)}; rerun with "
-                       "--debug for the traceback, and please report it)", err=True)
-            code = ExitCode.INTERNAL
+            limit = exhausted(exc)
+            if limit is not None:  # a machine limit, at whatever point it ran out
+                click.echo(f"Error: cmpx ran out of {limit}: {printable(str(exc))}; raise the limit (or run fewer "
+                           "backends at once)", err=True)
+                code = ExitCode.USAGE
+            else:
+                click.echo(f"Internal error: {type(exc).__name__}: {printable(str(exc))} (exit "
+                           f"{int(ExitCode.INTERNAL)}; rerun with --debug for the traceback, and please report it)",
+                           err=True)
+                code = ExitCode.INTERNAL
         finally:
             _restore(previous)
         code = int(code or 0)
