@@ -10,22 +10,61 @@ fewer backends than counted) are stopped before cmpx exits.
 from __future__ import annotations
 
 import os
+import signal
 import sys
+from collections.abc import Callable
+from typing import Any
 
-from cmpx.cli.argv import prescan
 from cmpx.errors import ExitCode
-from cmpx.limits import exhausted, raise_descriptor_limit
-from cmpx.transport.idle_threads import quiet_idle_threads
 
 MAX_SPARES = 8  # more backends than this still run; the rest start once the options are checked
 COMPLETION_VARIABLE = "_CMPX_COMPLETE"  # set by the shell when it asks for completions
 
 
 def main() -> None:
-    problem = raise_descriptor_limit()  # first: everything after opens files
+    """Run cmpx and exit with its code. SIGTERM and SIGHUP (and Ctrl-C) interrupt from here to the exit, whatever
+    is running: the CLI's own handling stops the workers and prints what finished; before and after it, a signal
+    still ends cmpx with 130, never by the signal itself (143, 129)."""
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _interrupt)
+    try:
+        code = _run(_keep)
+    except KeyboardInterrupt:  # before the CLI's handling was in place, or after it was done
+        sys.stderr.write("Interrupted.\n")
+        code = ExitCode.INTERRUPTED
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else ExitCode.USAGE)
+    finally:
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # the exit itself is not interrupted
+            signal.signal(signum, signal.SIG_IGN)
+        pool = _spares.pop() if _spares else None
+        if pool is not None:  # an interrupt or an error before the run took the spares
+            pool.release()
+    sys.stdout.flush()
+    sys.exit(code)
+
+
+_spares: list[Any] = []  # the spare workers' pool of this process's run (at most one), released at the exit
+
+
+def _keep(pool: Any) -> Any:
+    _spares.append(pool)
+    return pool
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _run(keep: Callable[[Any], Any]) -> int:
+    from cmpx.cli.argv import prescan
+    from cmpx.limits import exhausted, raise_descriptor_limit
+    from cmpx.transport.idle_threads import quiet_idle_threads
+
+    problem = raise_descriptor_limit()  # before anything else opens files
     if problem:
         sys.stderr.write(f"Error: {problem}\n")
-        sys.exit(ExitCode.USAGE)
+        return ExitCode.USAGE
     quiet_idle_threads(os.environ)  # before numpy is imported here or in any worker
     args = sys.argv[1:]
     scan = prescan(args)
@@ -35,19 +74,13 @@ def main() -> None:
         if count:
             from cmpx.transport.pool import WorkerPool
 
-            pool = WorkerPool(count)
+            pool = keep(WorkerPool(count))
         from cmpx.cli.main import Invocation, cli
 
-        cli.main(args, prog_name="cmpx", invocation=Invocation(scan, pool))
-    except KeyboardInterrupt:  # Ctrl-C before the CLI's own handling is in place (while importing it)
-        sys.stderr.write("Interrupted.\n")
-        sys.exit(ExitCode.INTERRUPTED)
+        return cli.main(args, prog_name="cmpx", invocation=Invocation(scan, pool), standalone_mode=False)
     except (OSError, ImportError) as exc:  # out of files or processes before the CLI's handling is in place
         limit = exhausted(exc)
         if limit is None:
             raise
         sys.stderr.write(f"Error: cmpx ran out of {limit} while starting ({exc}); raise the limit\n")
-        sys.exit(ExitCode.USAGE)
-    finally:
-        if pool is not None:  # an interrupt or an error before the run took the spares
-            pool.release()
+        return ExitCode.USAGE
