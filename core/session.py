@@ -184,7 +184,7 @@ class Session:
         self.warn(message)
 
     def _write_junit(self, report: Report) -> list[tuple[str, str]]:
-        if not self.request.junit or report.interrupted:
+        if not self.request.junit:  # an interrupted run's too: what finished, marked interrupted
             return []
         from cmpx.reports.junit import write_junit_report
 
@@ -194,7 +194,7 @@ class Session:
     def _write_figures(self, report: Report) -> list[tuple[str, str]]:
         """The plots (drawn as the run went; the per-layer profile now) and the HTML report that embeds them."""
         request = self.request
-        if report.interrupted or not (self.figures or request.report_html):
+        if not (self.figures or request.report_html):  # an interrupted run's too, marked so
             return []
         written = []
         document = report.to_dict()

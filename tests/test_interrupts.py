@@ -153,3 +153,26 @@ def test_a_signal_right_after_the_verdict_is_still_an_interrupt_not_a_kill(sig):
         codes.append(process.returncode)
     assert set(codes) <= {0, 130}, codes
     assert worker_processes() == []
+
+
+def test_an_interrupted_run_writes_every_report_asked_for_marked_interrupted(tmp_path):
+    """An interrupted run wrote its text summary and JSON, but no --report-html and no --junit (issue #28,
+    item 13): each is written for what finished, and says the run was interrupted."""
+    import json
+    import xml.dom.minidom
+
+    words = ["--report-html", tmp_path / "r.html", "--junit", tmp_path / "j.xml", "--report-json", tmp_path / "r.json"]
+    process = subprocess.Popen([sys.executable, "-m", "cmpx", "run", EXAMPLE, "--backend", "onnxrt", "--backend",
+                                "onnxref", "--iterations", "100000", *map(str, words)], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, cwd=REPO)
+    for line in process.stdout:
+        if line.startswith("[iteration 3]"):
+            process.send_signal(signal.SIGINT)
+            break
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 130, err
+    assert "wrote the HTML report" in out and "wrote the JUnit report" in out
+    assert "<title>cmpx: INTERRUPTED |" in (tmp_path / "r.html").read_text()
+    cases = xml.dom.minidom.parse(str(tmp_path / "j.xml")).getElementsByTagName("testcase")
+    assert [c.getAttribute("name") for c in cases][-1] == "interrupted" and len(cases) == 3  # Y, Z, interrupted
+    assert json.loads((tmp_path / "r.json").read_text())["interrupted"] is True
