@@ -116,3 +116,16 @@ def write_file(option: str, path: str, write: Callable[[IO], None], mode: str = 
         target.abandon()
         raise
     target.commit()
+
+
+def write_whole(option: str, path: str, text: str) -> None:
+    """``text`` written to ``path`` whole or not at all, through a temporary file of a unique name made
+    exclusively beside it (a link planted at a fixed temporary name is never followed), renamed into place
+    (which replaces a link at ``path`` itself, never what it points to). OutputFailed if it cannot be."""
+    target = AtomicFile(option, path)
+    try:
+        with target.failing():
+            target.file.write(text)
+        target.commit()
+    finally:
+        target.abandon()

@@ -214,3 +214,41 @@ def test_a_cell_asked_for_off_the_main_thread_runs_in_a_runner_process(tmp_path)
     no_runner_left()
     assert outcome["exit_code"] == 0 and outcome["report"]["passed"], outcome.get("log")
     assert outcome["pid"] != os.getpid()  # it ran in another process
+
+
+def _one_cell_sweep(tmp_path):
+    model = modelgen.save(modelgen.conv_model(), tmp_path / "conv.onnx")
+    sweep = tmp_path / "one.toml"
+    sweep.write_text(f'models = ["{os.path.basename(model)}"]\n[[runs]]\nname = "ref"\n'
+                     'args = ["--backend", "onnxrt", "--backend", "onnxref"]\n')
+    return sweep
+
+
+def test_an_out_directory_of_other_files_is_refused_and_links_at_the_results_names_are_not_followed(tmp_path,
+                                                                                                   run_cli):
+    """Issue #28, item 3: --out overwrote summary.md, summary.json, junit.xml in any directory, and wrote through
+    symbolic links planted at its fixed '*.partial' names (a file outside the results was overwritten)."""
+    sweep = _one_cell_sweep(tmp_path)
+    foreign = tmp_path / "project"
+    foreign.mkdir()
+    (foreign / "summary.md").write_text("my own notes\n")
+    refused = run_cli("sweep", sweep, "--out", foreign)
+    assert refused.exit_code == 2, refused.output
+    assert "a directory holding other files (summary.md), not a cmpx sweep's results" in refused.output
+    assert (foreign / "summary.md").read_text() == "my own notes\n" and not (foreign / "cells").exists()
+    forced = run_cli("sweep", sweep, "--out", foreign, "--force-out")
+    assert forced.exit_code == 0, forced.output
+    assert "| model | ref |" in (foreign / "summary.md").read_text()
+    # links planted where an older cmpx wrote its temporaries, and at the results' own names
+    out = tmp_path / "out"
+    assert run_cli("sweep", sweep, "--out", out).exit_code == 0
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    for name in ("summary.md.partial", "junit.xml.partial", "summary.json.partial", "summary.md"):
+        (out / name).unlink(missing_ok=True)
+        os.symlink(victim, out / name)
+    again = run_cli("sweep", sweep, "--out", out, "--rerun", "all")
+    assert again.exit_code == 0, again.output
+    assert victim.read_text() == "precious\n"
+    assert not (out / "summary.md").is_symlink() and "| model | ref |" in (out / "summary.md").read_text()
+    assert (out / ".cmpx-sweep").is_file()

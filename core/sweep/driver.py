@@ -39,6 +39,7 @@ class SweepOptions:
     ray_address: str | None = None
     rerun: str | None = None
     plugin_args: tuple[str, ...] = ()
+    force_out: bool = False  # --force-out: write into a directory that is not a sweep's results
 
 
 def run_sweep(options: SweepOptions, echo: Callable[[str], None], terminal: Progress | None = None,
@@ -56,7 +57,7 @@ def run_sweep(options: SweepOptions, echo: Callable[[str], None], terminal: Prog
     runs = check_runs(sweep, options.plugin_args)
     executor, jobs_text = _executor(options, sweep, len(sweep.models) * len(runs),
                                     warn or (lambda message: echo(f"warning: {message}")))
-    store = CellStore(options.out)
+    store = CellStore(options.out, options.force_out)
     matrix = cells(sweep, runs)
     digests = {model: model_digest(model) for model in sweep.models}
     fingerprints = {cell.key: cell.fingerprint(digests[cell.model]) for cell in matrix}

@@ -17,17 +17,24 @@ import time
 from typing import Any
 
 from cmpx.errors import UsageError
+from cmpx.outputs import write_whole
 from cmpx.sweep.matrix import Cell
 
 VERDICT_EXIT_CODES = (0, 1, 3)  # a report with a verdict; others (2, 4) never compared anything
 
 
+MARKER = ".cmpx-sweep"  # what makes a directory a cmpx sweep's results (written when the first sweep starts)
+
+
 class CellStore:
-    def __init__(self, out: str):
+    def __init__(self, out: str, force: bool = False):
         self.out = out
         self.cells = os.path.join(out, "cells")
+        refuse_foreign(out, force)
         try:
             os.makedirs(self.cells, exist_ok=True)
+            if not os.path.lexists(os.path.join(out, MARKER)):
+                _write(os.path.join(out, MARKER), "cmpx sweep results: cells/, summary.json, summary.md, junit.xml\n")
         except OSError as exc:
             raise UsageError(f"--out {out}: cannot create it: {exc.strerror or exc}") from None
 
@@ -87,9 +94,23 @@ class CellStore:
             return None
 
 
+def refuse_foreign(out: str, force: bool) -> None:
+    """A non-empty ``out`` that is not a cmpx sweep's results is refused (its summary.md, summary.json, junit.xml
+    would be replaced), unless ``force`` (--force-out). A sweep of an older cmpx (no
+    marker: its cells/) counts as one."""
+    if force or not os.path.isdir(out):
+        if os.path.lexists(out) and not os.path.isdir(out):
+            raise UsageError(f"--out {out}: exists and is not a directory; give a directory for the results")
+        return
+    entries = set(os.listdir(out))
+    if not entries or MARKER in entries or os.path.isdir(os.path.join(out, "cells")):
+        return
+    shown = ", ".join(sorted(entries)[:3]) + (", ..." if len(entries) > 3 else "")
+    raise UsageError(f"--out {out}: a directory holding other files ({shown}), not a cmpx sweep's results; give a "
+                     "new or empty directory, or --force-out to write the results there anyway (summary.md, "
+                     "summary.json, junit.xml and cells/ are replaced)")
+
+
 def _write(path: str, text: str) -> None:
-    """Write whole or not at all (an interrupted sweep leaves no half-written file)."""
-    partial = path + ".partial"
-    with open(partial, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(partial, path)
+    """Write whole or not at all (an interrupted sweep leaves no half-written file; cmpx.outputs.write_whole)."""
+    write_whole("--out", path, text)

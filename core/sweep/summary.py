@@ -12,6 +12,7 @@ from typing import Any
 
 from cmpx import __version__
 from cmpx.errors import ExitCode
+from cmpx.outputs import write_whole
 
 VERDICTS = {ExitCode.PASSED: "passed", ExitCode.MISMATCH: "mismatch", ExitCode.USAGE: "usage error",
             ExitCode.BACKEND_FAILED: "backend failed", ExitCode.INTERNAL: "internal error",
@@ -104,7 +105,4 @@ def summary_document(entries: Sequence[dict[str, Any]], *, sweep_file: str, mode
 
 
 def write_summary(out: str, document: dict[str, Any]) -> None:
-    partial = os.path.join(out, "summary.json.partial")
-    with open(partial, "w", encoding="utf-8") as f:
-        f.write(json.dumps(document, indent=1, allow_nan=False) + "\n")
-    os.replace(partial, os.path.join(out, "summary.json"))
+    write_whole("--out", os.path.join(out, "summary.json"), json.dumps(document, indent=1, allow_nan=False) + "\n")

@@ -7,6 +7,7 @@ import os
 import xml.etree.ElementTree as ET
 from typing import Any
 
+from cmpx.outputs import write_whole
 from cmpx.printable import xml_safe
 from cmpx.sweep.summary import NOT_RUN
 
@@ -89,10 +90,6 @@ def junit(document: dict[str, Any]) -> ET.ElementTree:
 
 def write_tables(out: str, document: dict[str, Any]) -> None:
     """summary.md and junit.xml, each replaced whole."""
-    partial = os.path.join(out, "summary.md.partial")
-    with open(partial, "w", encoding="utf-8") as f:
-        f.write(markdown(document))
-    os.replace(partial, os.path.join(out, "summary.md"))
-    partial = os.path.join(out, "junit.xml.partial")
-    junit(document).write(partial, encoding="utf-8", xml_declaration=True)
-    os.replace(partial, os.path.join(out, "junit.xml"))
+    write_whole("--out", os.path.join(out, "summary.md"), markdown(document))
+    text = ET.tostring(junit(document).getroot(), encoding="unicode", xml_declaration=True)
+    write_whole("--out", os.path.join(out, "junit.xml"), text + "\n")
