@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from cmpx.errors import BackendFailed
     from cmpx.runtimes import BackendRuntime
 
-RETAINED_OUTPUTS = 20_000  # per-iteration output results kept in memory (each holds a few KB of statistics)
+RETAINED_OUTPUTS = 500  # per-iteration output results kept in memory (each holds a few KB of statistics): a few MB
 FAILING_ITERATIONS_LISTED = 1_000  # iteration numbers kept per pair to say which iterations failed
 
 
