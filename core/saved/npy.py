@@ -57,7 +57,7 @@ def _header(f: Any, where: str) -> tuple[tuple[int, ...], bool, np.dtype, int, i
         if version not in reader:
             raise ValueError
         shape, fortran, dtype = reader[version](f, max_header_size=100_000)
-    except (ValueError, OSError, EOFError, SyntaxError, TypeError):
+    except Exception:  # noqa: BLE001 - numpy parses the header text with Python's tokenizer: any failure is a bad one
         raise SavedDataError(f"{where}: not a valid .npy array (its header cannot be read)") from None
     if dtype.hasobject:
         raise SavedDataError(f"{where}: refused: the array needs pickle to load (object dtype), and cmpx never "
