@@ -155,3 +155,35 @@ def test_warm_up_runs_untimed_inferences_first(run_cli, tmp_path):
                      "--warm-up", "3", "--iterations", "2", env={"CMPX_TEST_FAULT_CALLS": str(stamp)})
     assert result.exit_code == 0, result.output
     assert stamp.read_text().count("call") == 3 + 2  # three warm-ups, then the two compared inferences
+
+
+@pytest.mark.parametrize("words, said", [
+    (["debug", "reduce", "model.onnx"], "'debug' is a Polygraphy command that cmpx does not have: 'polygraphy debug "
+                                        "reduce' is 'cmpx reduce MODEL"),
+    (["inspect", "model", "model.onnx"], "'cmpx tensors MODEL' lists a model's tensors"),
+    (["run", "{conv}", "--onnxrt", "--mode", "bisect"], "--mode is a Polygraphy option that cmpx does not have: "
+                                                        "cmpx reduce searches by itself"),
+    (["run", "{conv}", "--onnxrt", "--check", "polygraphy", "run"], "--check is a Polygraphy option"),
+    (["run", "{conv}", "--onnxrt", "--fail-regex", "x"], "--fail-on mismatch|crash|any"),
+    (["run", "{conv}", "--onnxrt", "--model-type", "trt-network-script"], "a TensorRT network script builds its "
+                                                                          "network in Python code"),
+    (["run", "{script}", "--trt"], "is a Python script (a Polygraphy TensorRT network script builds its network in "
+                                   "code)"),
+])
+def test_polygraphys_other_spellings_say_what_cmpx_does_instead(run_cli, tmp_path, words, said):
+    """Issue #29, item 5: 'No such command', a bare 'no such option' and 'not a valid ONNX model ... wire type 3'
+    for a network script told a Polygraphy user nothing."""
+    script = tmp_path / "define_network.py"
+    script.write_text("import tensorrt as trt\n")
+    conv = str(REPO / "examples" / "models" / "conv.onnx")
+    result = run_cli(*[w.format(conv=conv, script=script) for w in words])
+    assert result.exit_code == 2, result.output
+    assert said in result.output, result.output
+    assert "wire type" not in result.output and "No such command" not in result.output
+
+
+@pytest.mark.parametrize("model_type", ["onnx", "engine"])
+def test_model_type_is_accepted_for_the_types_cmpx_runs(run_cli, model_type):
+    result = run_cli("run", REPO / "examples" / "models" / "conv.onnx", "--onnxrt", "--onnxref", "--model-type",
+                     model_type)
+    assert result.exit_code == 0, result.output  # the model file's suffix decides

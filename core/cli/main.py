@@ -59,7 +59,13 @@ class CmpxGroup(click.Group):
             from cmpx.cli.run import build_run_command
 
             return build_run_command(invocation(ctx).plugins)
-        return super().get_command(ctx, name)
+        command = super().get_command(ctx, name)
+        if command is None:
+            from cmpx.cli.polygraphy import COMMANDS
+
+            if name in COMMANDS:
+                raise click.UsageError(f"'{name}' is a Polygraphy command that cmpx does not have: {COMMANDS[name]}")
+        return command
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*super().list_commands(ctx), "run"})

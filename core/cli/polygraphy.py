@@ -29,7 +29,6 @@ ALTERNATIVES: dict[str, str] = {
                        "--report-html PATH a page with them",
     "--show-heatmaps": "--save-error-plots DIR (or --report-html PATH) writes the plots to look at",
     "--show-error-metrics-plot": "--save-error-plots DIR (or --report-html PATH) writes the plots to look at",
-    "--model-type": "the model file's suffix decides: .onnx, or an engine or IR file for the backends that load it",
     "--fp-to-fp16": "--backend NAME:fp16 runs any backend on the fp16 graph",
     "--onnx-outputs-by-type": "mark tensors by name or fnmatch pattern with --onnx-outputs (cmpx tensors MODEL "
                               "lists them with their op types)",
@@ -76,16 +75,51 @@ ALTERNATIVES: dict[str, str] = {
 }
 
 
+MODEL_TYPES = ("onnx", "engine")  # Polygraphy's model types cmpx runs; the model file's suffix decides which
+_OTHER_TYPE = "cmpx runs ONNX models (.onnx) and TensorRT engines (.engine, .plan, with --backend trt); leave it out"
+OTHER_MODEL_TYPES = {
+    "trt-network-script": "a TensorRT network script builds its network in Python code; cmpx runs models: export "
+                          "the network to ONNX, or build an engine and run it with --backend trt",
+    "frozen": _TENSORFLOW, "keras": _TENSORFLOW, "ckpt": _TENSORFLOW, "tf": _TENSORFLOW,
+}
+COMMANDS: dict[str, str] = {  # Polygraphy's other commands, and what cmpx does instead
+    "debug": "'polygraphy debug reduce' is 'cmpx reduce MODEL --backend A --backend B [run options] -o OUT' (the "
+             "smallest subgraph that still fails); for 'debug precision', --local-error ranks the nodes by their own "
+             "error and --keep-fp32 keeps nodes in float32",
+    "inspect": "'cmpx tensors MODEL' lists a model's tensors (names, ops, dtypes, shapes); 'cmpx run MODEL "
+               "--backend onnxrt -v' describes its outputs",
+    "convert": "cmpx makes the fp16, bf16, int8 and fp8 graphs itself: --backend NAME:fp16 (and --save-transformed "
+               "DIR keeps them)",
+    "surgeon": "cmpx does not edit models; 'cmpx reduce' writes the smallest failing subgraph",
+    "check": "cmpx run --validate checks outputs for NaN and Inf; cmpx reads any model ONNX Runtime loads",
+    "template": "cmpx has no script templates; its Python API runs the same comparison: cmpx.run(...) "
+                "(docs/api.md)",
+}
+DEBUG_OPTIONS: dict[str, str] = {  # options of 'polygraphy debug' given to cmpx run
+    "--mode": "cmpx reduce searches by itself (bisection, then node by node) and needs no --mode",
+    "--check": "cmpx reduce runs the comparison itself (the backends and run options given): no --check command",
+    "--fail-regex": "cmpx decides failure by exit code: --fail-on mismatch|crash|any (cmpx reduce)",
+    "--artifacts": "cmpx reduce keeps what it writes with -o OUT; --save-inputs/--save-outputs keep a run's data",
+}
+
+
 def translate(args: Sequence[str], backends: Collection[str], flags: Collection[str]) -> list[str]:
     """``args`` with Polygraphy's runner flags made ``--backend NAME`` (``--NAME`` for a registered backend that no
     option of ``flags`` spells); UsageError for a Polygraphy option cmpx lacks. ``--`` ends the options."""
     out: list[str] = []
-    for index, word in enumerate(args):
+    words = iter(enumerate(args))
+    for index, word in words:
         if word == "--":
             return out + list(args[index:])
         flag = word.split("=", 1)[0]
-        if flag in ALTERNATIVES and flag not in flags:
-            raise UsageError(f"{flag} is a Polygraphy option that cmpx does not have: {ALTERNATIVES[flag]}")
+        if flag == "--model-type" and "--model-type" not in flags:  # the suffix decides; a known type is accepted
+            value = word.split("=", 1)[1] if "=" in word else next(words, (0, ""))[1]
+            if value not in MODEL_TYPES:
+                raise UsageError(f"--model-type {value}: {OTHER_MODEL_TYPES.get(value, _OTHER_TYPE)}")
+            continue
+        alternative = ALTERNATIVES.get(flag) or DEBUG_OPTIONS.get(flag)
+        if alternative and flag not in flags:
+            raise UsageError(f"{flag} is a Polygraphy option that cmpx does not have: {alternative}")
         name = word[2:]
         if word.startswith("--") and name in backends and word not in flags:
             out += ["--backend", name]

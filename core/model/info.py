@@ -67,6 +67,10 @@ def read_model(path: str) -> ModelInfo:
     check_regular(path, "model file")
     if os.path.getsize(path) == 0:
         raise ModelError(f"model file is empty: {path} (re-export the model)")
+    if path.endswith(".py"):  # Polygraphy runs network scripts (define_network.py); cmpx runs models
+        raise ModelError(f"{path} is a Python script (a Polygraphy TensorRT network script builds its network in "
+                         "code); cmpx runs models: export the network to ONNX, or build a TensorRT engine and run "
+                         "it with --backend trt")
     try:
         with open_regular(path, "model file") as file:
             mapped = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
