@@ -89,12 +89,14 @@ def build_plan(checked: Preflight, warn: Callable[[str], None], scratch: str | N
                               tuple(request.load_inputs), request.data_loader_script,
                               {r.input: ValueRange(r.low, r.high) for r in ranges})
         loader = checked.loader
-        feeds = _peeked(_fitted(loader.factory(options).feeds(inputs), inputs, loader.name, warn), loader.name)
+        input_map = _input_map(request.input_map, inputs)
+        feeds = _peeked(_fitted(loader.factory(options).feeds(inputs), inputs, loader.name, warn, input_map),
+                        loader.name)
         iterations = (request.iterations or 1) if generates else request.iterations
 
         def calibration(count: int) -> Feeds:
             fresh = loader.factory(replace(options, iterations=count)).feeds(inputs)
-            return _fitted(itertools.islice(fresh, count), inputs, loader.name, warn)
+            return _fitted(itertools.islice(fresh, count), inputs, loader.name, warn, input_map)
 
         backends, dropped = _transformed(checked, model_file, backends, calibration, scratch, warn, mark)
     elif saved:
@@ -355,7 +357,23 @@ def _saved_output_names(saved: Sequence[SavedBackend]) -> list[str]:
     return list(names)
 
 
-def _fitted(feeds: Any, inputs: Sequence[TensorSpec], loader: str, warn: Callable[[str], None]) -> Feeds:
+def _input_map(words: Sequence[str], inputs: Sequence[TensorSpec]) -> dict[str, str]:
+    """--input-map NAME=DATA words read against the model's inputs (a name may hold '=': the split whose left side
+    is an input wins)."""
+    names = [spec.name for spec in inputs]
+    mapping = {}
+    for word in words:
+        splits = [(word[:i], word[i + 1:]) for i, c in enumerate(word) if c == "="]
+        fitting = [split for split in splits if split[0] in names]
+        if not fitting:
+            raise UsageError(f"--input-map {word}: {splits[0][0] if splits else word!r} is not a model input; give "
+                             f"NAME=DATA with NAME one of: {', '.join(names)}")
+        mapping[fitting[0][0]] = fitting[0][1]
+    return mapping
+
+
+def _fitted(feeds: Any, inputs: Sequence[TensorSpec], loader: str, warn: Callable[[str], None],
+            input_map: Mapping[str, str] | None = None) -> Feeds:
     warned: set[str] = set()
 
     def warn_once(message: str) -> None:
@@ -369,7 +387,7 @@ def _fitted(feeds: Any, inputs: Sequence[TensorSpec], loader: str, warn: Callabl
         # No local names the feed while this generator is suspended: once the run has copied a feed into
         # shared memory, its arrays can be freed.
         try:
-            yield fit_feeds(next(source), inputs, iteration, f"data loader {loader!r}", warn_once)
+            yield fit_feeds(next(source), inputs, iteration, f"data loader {loader!r}", warn_once, input_map)
         except StopIteration:
             return
 

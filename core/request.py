@@ -35,6 +35,7 @@ class RunRequest:
     data_loader: str | None = None
     data_loader_script: str | None = None
     load_inputs: Words = ()
+    input_map: Words = ()
     save_inputs: str | None = None
     external_data_dir: str | None = None
     atol: Words = ()

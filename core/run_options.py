@@ -103,6 +103,9 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
     _option("load_inputs", WORDS, DATA, "feed saved inputs: cmpx runs, Polygraphy JSON inputs and per-iteration "
             "directories, ONNX test-data directories", metavar="PATH", accepts=not_a_model, python="path",
             flags=("--load-inputs", "--load-input-data")),
+    _option("input_map", WORDS, DATA, "feed a model input from a differently named tensor of the data: NAME=DATA "
+            "feeds input NAME with the data's DATA (inputs are otherwise fed by exact name only)", metavar="NAME=DATA",
+            accepts=lambda w: "=" in w and not w.startswith("-")),
     _option("save_inputs", TEXT, DATA, "save every iteration's inputs: a directory is a cmpx run, a .json file "
             "Polygraphy's inputs list", metavar="DIR|FILE.json", python="path",
             flags=("--save-inputs", "--save-input-data")),

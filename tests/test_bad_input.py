@@ -129,7 +129,7 @@ CASES = [
     (EXAMPLE, (*OK, "--load-inputs", "{tmp}/garbage.bin"), "not a cmpx run directory"),
     (EXAMPLE, (*OK, "--load-outputs", "{tmp}/bad.json"), "damaged Polygraphy RunResults"),
     (EXAMPLE, (*OK, "--data-loader-script", "{tmp}/raises.py"), "load_data() raised ValueError: broken source"),
-    (EXAMPLE, (*OK, "--data-loader-script", "{tmp}/wrong.py"), "'x' is not a model input; the inputs are: X"),
+    (EXAMPLE, (*OK, "--data-loader-script", "{tmp}/wrong.py"), "no data for input 'X'; the data holds 'x', which no input is named"),
     (EXAMPLE, (*OK, "--data-loader", "csv"), "--data-loader 'csv' is not registered"),
     (EXAMPLE, (*OK, "--save-outputs", "{tmp}/full"), "already exists and is not an empty directory"),
     # per-layer and precision

@@ -53,7 +53,7 @@ def test_safe_casts_are_made_and_said_unsafe_ones_refused(run_cli, tmp_path, mod
 def test_bad_scripts_are_usage_errors_before_any_worker(run_cli, tmp_path):
     cases = {
         "def load_data():\n    raise RuntimeError('no data today')\n": "load_data() raised RuntimeError: no data today",
-        "def load_data():\n    yield {'x': 1}\n": "'x' is not a model input; the inputs are: X",
+        "def load_data():\n    yield {'x': 1}\n": "no data for input 'X'; the data holds 'x', which no input is named",
         "import numpy as np\ndef load_data():\n    yield {'X': np.zeros((2, 3, 8, 8), np.float32)}\n":
             "input 'X' has shape [2, 3, 8, 8], which does not fit [1,3,8,8]",
         "def load_data():\n    yield [1, 2]\n": "expected a dict of input name -> array, got list",

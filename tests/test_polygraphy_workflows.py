@@ -187,3 +187,39 @@ def test_model_type_is_accepted_for_the_types_cmpx_runs(run_cli, model_type):
     result = run_cli("run", REPO / "examples" / "models" / "conv.onnx", "--onnxrt", "--onnxref", "--model-type",
                      model_type)
     assert result.exit_code == 0, result.output  # the model file's suffix decides
+
+
+def _inputs_json(path, **arrays):
+    from polygraphy.json import save_json
+
+    save_json([arrays], str(path))
+    return path
+
+
+def test_data_named_otherwise_than_the_input_is_refused_naming_both_and_the_input_map_pairs_them(run_cli, tmp_path):
+    """Polygraphy's example 05 feeds 'x' to an input named 'X' (it pairs by position, with a warning). cmpx keeps
+    exact names: the error names both sides and the fix (issue #29, item 1)."""
+    data = _inputs_json(tmp_path / "lower.json", x=np.ones((1, 3, 8, 8), np.float32))
+    refused = run_cli("run", EXAMPLE, "--onnxrt", "--onnxref", "--load-inputs", data)
+    assert refused.exit_code == 2, refused.output
+    assert "no data for input 'X'; the data holds 'x', which no input is named" in refused.output
+    assert "--input-map X=x" in refused.output
+    mapped = run_cli("run", EXAMPLE, "--onnxrt", "--onnxref", "--load-inputs", data, "--input-map", "X=x")
+    assert mapped.exit_code == 0, mapped.output
+    wrong = run_cli("run", EXAMPLE, "--onnxrt", "--load-inputs", data, "--input-map", "Q=x")
+    assert wrong.exit_code == 2 and "'Q' is not a model input" in wrong.output
+
+
+def test_saved_inputs_holding_more_than_the_models_feed_its_inputs_with_one_warning(run_cli, tmp_path):
+    """Polygraphy's layer-wise inputs (its debug-reduce example) hold intermediate tensors too: they are left out,
+    said once (issue #29, item 2)."""
+    data = tmp_path / "layerwise.json"
+    from polygraphy.json import save_json
+
+    save_json([{"X": np.full((1, 3, 8, 8), i, np.float32), "conv_out": np.zeros(4, np.float32)} for i in range(3)],
+              str(data))
+    result = run_cli("run", EXAMPLE, "--onnxrt", "--onnxref", "--load-inputs", data)
+    assert result.exit_code == 0, result.output
+    warnings = [line for line in result.output.splitlines() if "no model input, left out" in line]
+    assert len(warnings) == 1 and "conv_out" in warnings[0], result.output
+    assert "3 comparison(s) over 3 iteration(s)" in result.output

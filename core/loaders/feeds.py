@@ -11,11 +11,13 @@ from cmpx.model.info import TensorSpec
 
 
 def fit_feeds(feeds: Any, inputs: Sequence[TensorSpec], iteration: int, source: str,
-              warn: Callable[[str], None]) -> dict[str, Any]:
+              warn: Callable[[str], None], input_map: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Return ``feeds`` as the model takes them, or raise a UsageError naming the input.
 
-    Names must match exactly (no fuzzy matching); a dtype may differ only if numpy casts it safely to the
-    model's (then it is cast, and ``warn`` says so); shapes must fit the model's static dimensions.
+    Names must match exactly (no fuzzy matching, no pairing by position), after ``input_map`` (--input-map: model
+    input -> the data's name for it); tensors that are no model input are left out, and ``warn`` says which
+    (Polygraphy's layer-wise inputs hold more than the model's); a dtype may differ only if numpy casts it safely
+    to the model's (then it is cast, and ``warn`` says so); shapes must fit the model's static dimensions.
     """
     import numpy as np
 
@@ -23,12 +25,23 @@ def fit_feeds(feeds: Any, inputs: Sequence[TensorSpec], iteration: int, source: 
     if not isinstance(feeds, Mapping):
         raise UsageError(f"{where}: expected a dict of input name -> array, got {type(feeds).__name__}")
     expected = {spec.name: spec for spec in inputs}
+    feeds = dict(feeds)
+    for name, data_name in (input_map or {}).items():
+        if data_name in feeds and name not in feeds:
+            feeds[name] = feeds.pop(data_name)
     unknown = [name for name in feeds if name not in expected]
-    if unknown:
-        raise UsageError(f"{where}: {unknown[0]!r} is not a model input; the inputs are: {', '.join(expected)}")
     missing = [name for name in expected if name not in feeds]
     if missing:
+        if unknown:  # Polygraphy would feed them by position: say both sides, and how to pair them
+            pairs = " ".join(f"{a}={b}" for a, b in zip(missing, unknown))
+            raise UsageError(f"{where}: no data for input {missing[0]!r}; the data holds {', '.join(map(repr, unknown))}"
+                             f", which no input is named; cmpx feeds inputs by exact name (Polygraphy would pair them "
+                             f"by position): say which feeds which with --input-map {pairs}")
         raise UsageError(f"{where}: no data for input {missing[0]!r}")
+    if unknown:
+        warn(f"{source}: input data holds {len(unknown)} tensor(s) that are no model input, left out: "
+             f"{', '.join(unknown[:5])}{', ...' if len(unknown) > 5 else ''} (the model's inputs: "
+             f"{', '.join(expected)})")
     fitted = {}
     for name, spec in expected.items():
         array = feeds[name]
