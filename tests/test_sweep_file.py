@@ -76,3 +76,30 @@ def test_a_missing_sweep_file_and_bad_options(tmp_path, run_cli):
     address = run_cli("sweep", sweep, "--out", tmp_path / "out", "--ray-address", "ray://x:10001")
     assert address.exit_code == 2 and "--ray-address is for --executor ray" in address.output
     assert run_cli("sweep", sweep, "--out", tmp_path / "out", "--jobs", "0").exit_code == 2
+
+
+def test_a_glob_that_leads_outside_the_sweep_files_directory_through_a_link_is_refused(tmp_path):
+    """Issue #28, item 12: a relative glob reached models outside the sweep file's directory through a symbolic
+    link; such a path is swept only when written so explicitly (absolute, or with '..')."""
+    import os
+
+    import pytest
+
+    from cmpx.errors import UsageError
+    from cmpx.sweep.sweepfile import read_sweep_file
+    from cmpx.testing import models as modelgen
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    modelgen.save(modelgen.conv_model(), elsewhere / "secret.onnx")
+    zoo = tmp_path / "zoo"
+    zoo.mkdir()
+    modelgen.save(modelgen.conv_model(), zoo / "mine.onnx")
+    os.symlink(elsewhere, zoo / "linked")
+    runs = '[[runs]]\nname = "ref"\nargs = ["--backend", "onnxrt"]\n'
+    sweep = zoo / "zoo.toml"
+    sweep.write_text('models = ["**/*.onnx"]\n' + runs)
+    with pytest.raises(UsageError, match="leads outside the sweep file's directory .through a symbolic link"):
+        read_sweep_file(str(sweep))
+    sweep.write_text('models = ["*.onnx", "../elsewhere/*.onnx"]\n' + runs)  # written explicitly: allowed
+    assert [os.path.basename(m) for m in read_sweep_file(str(sweep)).models] == ["mine.onnx", "secret.onnx"]

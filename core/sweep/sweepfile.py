@@ -130,6 +130,15 @@ def _models(problems: _Problems, value: Any, base: str) -> tuple[str, ...]:
         if not matches:
             raise problems.error("models", f"{pattern!r} matches no file (globs are relative to the sweep file, "
                                  f"{base})", name="models")
+        explicit = os.path.isabs(os.path.expanduser(pattern)) or ".." in pattern.replace("\\", "/").split("/")
+        root = os.path.realpath(base)
+        for match in matches:
+            real = os.path.realpath(match)
+            if not explicit and os.path.commonpath([root, real]) != root:
+                raise problems.error("models", f"{pattern!r} matches {os.path.relpath(match, base)}, which leads "
+                                     f"outside the sweep file's directory (through a symbolic link, to {real}); "
+                                     "write such a path explicitly (absolute, or with '..') to sweep it",
+                                     name="models")
         found.update(dict.fromkeys(os.path.abspath(p) for p in matches))
     return tuple(found)
 
