@@ -48,7 +48,7 @@ def tolerance_result(name: str, stat: str, stats: ErrorStats, s: OutputSettings)
         summary += f", {stats.mismatches}/{stats.size} elements beyond both tolerances"
     if stats.abs.nan_count and not passed:  # no tolerance passes a NaN error: say where they come from
         needed = (f"none: {stats.abs.nan_count} element(s) have a NaN error (NaN on either side or the same "
-                  "infinity on both sides; --nan-equal and --infinities-compare-equal count those as equal)")
+                  "infinity on both sides with --strict-infinities; --nan-equal counts NaN on both sides as equal)")
     summary += f"; min tolerance: {needed}" if stats.size else " (empty)"
     if stats.plan.note:  # the dtypes differ (the output's own note says so): say how they were compared
         summary += f"; compared as {stats.plan.note.rsplit('(compared as ', 1)[-1].rstrip(')')}"

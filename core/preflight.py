@@ -269,7 +269,7 @@ def _comparison_settings(request: RunRequest, plugins: PluginSet) -> tuple[Compa
         per_output[option] = thresholds[metric_name] = parse_per_output(option, words, spec.metric.threshold, parse)
     comparison = ComparisonSettings(
         metrics, per_output["--atol"], per_output["--rtol"], per_output["--check-error-stat"],
-        per_output["--error-quantile"], thresholds, request.nan_equal, request.infinities_compare_equal,
+        per_output["--error-quantile"], thresholds, request.nan_equal, _infinities_equal(request),
         request.fail_fast)
     return comparison, per_output
 
@@ -305,3 +305,11 @@ def _check_requested_plugins(plugins: PluginSet, settings: PluginSettings) -> No
     for failure in plugins.failures:
         if failure.requested and failure.plugin in settings.extra:
             raise PluginError(f"plugin {failure.plugin!r} (from -p / CMPX_PLUGINS) failed to load: {failure.error}")
+
+
+def _infinities_equal(request: RunRequest) -> bool:
+    """Same-sign infinities at the same element agree (a transformer's attention mask holds -inf on both sides),
+    unless --strict-infinities asks for Polygraphy's rule; both flags at once are a contradiction."""
+    if request.strict_infinities and request.infinities_compare_equal:
+        raise UsageError("--strict-infinities and --infinities-compare-equal contradict each other; give one")
+    return not request.strict_infinities

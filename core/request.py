@@ -47,6 +47,7 @@ class RunRequest:
     postprocess: Words = ()
     nan_equal: bool = False
     infinities_compare_equal: bool = False
+    strict_infinities: bool = False
     validate: bool = False
     fail_fast: bool = False
     onnx_outputs: Words = ()

@@ -132,7 +132,10 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
             "indices", metavar="[NAME:]top-K[,axis=N]", accepts=lambda w: "top-" in w,
             flags=("--postprocess", "--postprocess-func")),
     _option("nan_equal", FLAG, COMPARISON, "NaN in both outputs counts as equal"),
-    _option("infinities_compare_equal", FLAG, COMPARISON, "equal infinities count as equal"),
+    _option("infinities_compare_equal", FLAG, COMPARISON, "the same infinity at the same element counts as equal "
+            "(cmpx's default; Polygraphy's flag for it, accepted)"),
+    _option("strict_infinities", FLAG, COMPARISON, "Polygraphy's rule: the same infinity on both sides fails "
+            "(--validate fails on any infinity either way)"),
     _option("validate", FLAG, COMPARISON, "fail if any backend's output holds NaN or Inf"),
     _option("fail_fast", FLAG, COMPARISON, "stop at the first mismatching output"),
     _option("onnx_outputs", WORDS, LAYERS, "also compare these intermediate tensors (ONNX-based backends): 'mark all' "

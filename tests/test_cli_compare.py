@@ -50,10 +50,16 @@ def test_nan_outputs_fail_unless_nan_equal_and_validate_names_them(run_cli, mode
     assert "INVALID onnxrt output Y has 6 NaN and 0 Inf; the first at index (0, 0) (--validate)" in validated.output
 
 
-def test_equal_infinities_fail_unless_allowed(run_cli, models):
+def test_equal_infinities_agree_unless_polygraphys_strict_rule_is_asked_for(run_cli, models):
+    """Issue #29, item 12: the same infinity at the same element agrees by default (attention masks hold -inf on
+    both sides); --strict-infinities is Polygraphy's rule; --validate still fails on any infinity."""
     args = ("run", models.reciprocal_model, *BACKENDS, "--val-range", "[0,0]")
-    assert run_cli(*args).exit_code == 1
-    assert run_cli(*args, "--infinities-compare-equal").exit_code == 0
+    assert run_cli(*args).exit_code == 0
+    assert run_cli(*args, "--infinities-compare-equal").exit_code == 0  # Polygraphy's flag, accepted
+    assert run_cli(*args, "--strict-infinities").exit_code == 1
+    assert run_cli(*args, "--validate").exit_code == 1
+    both = run_cli(*args, "--strict-infinities", "--infinities-compare-equal")
+    assert both.exit_code == 2 and "contradict each other" in both.output
 
 
 def test_fail_fast_stops_at_the_first_mismatch(run_cli, models):

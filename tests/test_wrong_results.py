@@ -223,7 +223,7 @@ def test_a_validation_failure_is_named_as_one(run_cli, tmp_path):
     assert alone.exit_code == 1, alone.output
     assert "\nFAILED (validation: NaN/Inf in an output) | " in alone.output
     assert json.loads((tmp_path / "r.json").read_text())["verdict"] == "FAILED (validation: NaN/Inf in an output)"
-    both = run_cli("run", model, "--backend", "onnxrt", "--backend", "onnxref", "--validate")
+    both = run_cli("run", model, "--backend", "onnxrt", "--backend", "onnxref", "--validate", "--strict-infinities")
     assert both.exit_code == 1, both.output  # the same infinity on both sides: a mismatch too, by Polygraphy's rule
     assert _verdict(both.output).startswith("FAILED (mismatch; validation: NaN/Inf in an output) |")
 
