@@ -3,6 +3,7 @@ exit codes; the Python API (``cmpx.run``) lets them propagate."""
 
 from __future__ import annotations
 
+import re
 from enum import IntEnum
 from typing import TYPE_CHECKING, Any
 
@@ -135,3 +136,28 @@ def bounded(text: str, limit: int) -> str:
         return text
     keep = limit // 2
     return f"{text[:keep]}\n[... {len(text) - 2 * keep} characters cut ...]\n{text[-keep:]}"
+
+
+_LOCATION = re.compile(r"^(?P<prefix>(?:[^:]*?: )*?)(?:Exception from |Check '.*' failed at )?"
+                       r"[\w./\\-]+\.(?:cpp|cc|cxx|c|h|hpp|py):\d+:?\s*$")
+
+
+_REASON = re.compile(r"not support|[Nn]o conversion rule|[Uu]nsupported|not implemented|cannot|could not")
+
+
+def telling_line(text: str) -> str:
+    """The line of an error message that says what went wrong, for a one-line summary: the first line, unless it
+    only says where in a framework's source the error was raised (OpenVINO's ``Exception from
+    src/inference/src/cpp/core.cpp:105:``, ``Check '...' failed at ...cpp:207:``); then the first line after it
+    that says something, after what the first line said before the location (``openvino failed during load:
+    RuntimeError: OpenVINO does not support ...``)."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    if not lines:
+        return ""
+    first = _LOCATION.match(lines[0])
+    if not first:
+        return lines[0]
+    said = [line.lstrip("- ") for line in lines[1:] if not _LOCATION.match(line)]
+    reason = next((line for line in said if _REASON.search(line)), None) or next(
+        (line for line in said if not line.endswith(":")), None) or next(iter(said), None)
+    return lines[0] if reason is None else first.group("prefix") + reason

@@ -251,3 +251,16 @@ def test_a_comparison_that_cannot_fail_says_so_in_every_report(run_cli, tmp_path
     # with the fix it suggests, Y is compared by rtol and the warning goes
     fixed = run_cli("run", model, "--backend", "onnxrt", "--backend", "onnxref", "--atol", "Y:0")
     assert fixed.exit_code == 0 and "cannot fail" not in fixed.output, fixed.output
+
+
+def test_the_telling_line_of_an_error_skips_lines_that_only_say_where_it_was_raised():
+    from cmpx.errors import telling_line
+
+    openvino = ("openvino failed during load: RuntimeError: Exception from src/inference/src/cpp/core.cpp:105:\n"
+                "Exception from src/inference/src/dev/plugin.cpp:53:\n"
+                "Check 'unknown_operators.empty()' failed at src/frontends/onnx/frontend/src/core/graph.cpp:207:\n"
+                "OpenVINO does not support the following ONNX operations: ai.onnx.ml.TreeEnsembleClassifier\n")
+    assert telling_line(openvino) == ("openvino failed during load: RuntimeError: OpenVINO does not support the "
+                                      "following ONNX operations: ai.onnx.ml.TreeEnsembleClassifier")
+    assert telling_line("ValueError: shapes differ\nmore detail") == "ValueError: shapes differ"
+    assert telling_line("\n\nsrc/only.cpp:3:\n") == "src/only.cpp:3:"  # nothing better: the line it has

@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from cmpx.errors import BackendCrashed, BackendTimeout, CmpxError, RunInterrupted
+from cmpx.errors import BackendCrashed, BackendTimeout, CmpxError, RunInterrupted, telling_line
 
 if TYPE_CHECKING:
     from cmpx.errors import BackendFailed
@@ -150,7 +150,7 @@ def _classify(observation: Observation, report: Report) -> None:
         observation.failures[name] = (error.phase, kind)
         what = f"signal {error.signal_name}" if isinstance(error, BackendCrashed) and error.signal_name else kind
         observation.details.append(f"{name} {what} during {error.phase}")
-        observation.messages.append(str(error).strip().splitlines()[0] if str(error).strip() else what)
+        observation.messages.append(telling_line(str(error)) or what)
     # a pair fails by a mismatch only where it had outputs to compare: a candidate that compared nothing (a prefix
     # of Identity nodes on weights, which takes no graph input) shows nothing, and is no failure
     failing = [t for t in report.tallies if not t.passed and t.outputs]

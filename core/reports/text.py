@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from cmpx import __version__
-from cmpx.errors import BackendCrashed, BackendFailed, ExitCode
+from cmpx.errors import BackendCrashed, BackendFailed, ExitCode, telling_line
 from cmpx.printable import printable, printable_lines
 from cmpx.reports.terminal import Progress, paint
 from cmpx.results import NonFinite, OutputResult, PairResult, PairTally
@@ -103,7 +103,10 @@ class TextReporter:
             self.say(f"loaded {self.name(backend)} in {seconds:.3f} s")
 
     def backend_failed(self, error: BackendFailed) -> None:
-        self.say(f"ERROR   {error}", "ERROR")
+        head, _, rest = str(error).partition("\n")
+        self.say(f"ERROR   {head}", "ERROR")
+        if rest.strip():  # a framework's message of several lines: the rest below it, as it wrote it
+            self.say_block(rest)
         if isinstance(error, BackendCrashed) and error.stderr_tail:
             self.say_block(f"last lines of its stderr:\n{error.stderr_tail}")
         elif self.debug and error.__cause__ is not None:
@@ -294,7 +297,7 @@ def round_up(value: float) -> float:
 
 def _reminder(detail: str, limit: int = 160) -> str:
     """An error's first line, cut to ``limit`` characters: the summary recalls an error printed in full above."""
-    line = detail.strip().splitlines()[0] if detail.strip() else ""
+    line = telling_line(detail)
     if len(line) <= limit and line == detail.strip():
         return line
     return line[:limit].rstrip() + " ... (in full above)"

@@ -16,7 +16,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from cmpx.errors import ExitCode, UsageError
+from cmpx.errors import ExitCode, UsageError, telling_line
 from cmpx.sweep.executors import Events, Job
 
 TICK_SECONDS = 0.25
@@ -148,7 +148,7 @@ class RayExecutor:
         except ray.exceptions.TaskCancelledError:
             return _failed(ExitCode.INTERRUPTED, "interrupted")
         except ray.exceptions.RayError as exc:  # the task's process died, or Ray lost it
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            first = telling_line(str(exc))
             return _failed(INTERNAL, f"the Ray task running this cell failed: {type(exc).__name__}: {first}")
 
     def _interrupt(self, in_flight: dict[Any, Job], events: Events) -> None:

@@ -7,6 +7,7 @@ import os
 import xml.etree.ElementTree as ET
 from typing import Any
 
+from cmpx.errors import telling_line
 from cmpx.outputs import write_whole
 from cmpx.printable import xml_safe
 from cmpx.sweep.summary import NOT_RUN
@@ -25,7 +26,7 @@ def short(entry: dict[str, Any]) -> str:
 def detail(entry: dict[str, Any]) -> str:
     """What went wrong, in one line."""
     if entry["failure"]:
-        return entry["failure"]["message"].splitlines()[0] if entry["failure"]["message"] else entry["verdict"]
+        return telling_line(entry["failure"]["message"]) if entry["failure"]["message"] else entry["verdict"]
     failing = [p for p in entry["pairs"] if not p["passed"]]
     return "; ".join(f"{p['backend']} vs {p['reference']}: {p['iterations_passed']}/{p['iterations']} iterations "
                      f"and {p['outputs_passed']}/{p['outputs']} outputs passed, worst abs {_number(p['worst_abs'])}, "

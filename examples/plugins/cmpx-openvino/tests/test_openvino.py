@@ -145,3 +145,24 @@ def test_it_runs_sliced_with_the_statistics_of_an_unsliced_run(cmpx_cli, tmp_pat
     assert verdicts[0] == verdicts[1] and len(verdicts[0]) == len(reports[0]["tensors"]) == 3
     worst = [report["pairs"][0]["worst_abs"] for report in reports]
     assert worst[1] == pytest.approx(worst[0], rel=1.0)
+
+
+def test_a_failure_is_summed_up_by_its_telling_line_not_the_source_location(cmpx_cli, tmp_path):
+    """OpenVINO's first line is 'Exception from src/inference/src/cpp/core.cpp:105:'; the reason (no conversion
+    rule for TreeEnsembleClassifier) is lines below. The summary, sweep lines and summary.md show the reason
+    (issue #29, item 10)."""
+    pytest.importorskip("skl2onnx")
+    import numpy as np
+    from skl2onnx import to_onnx
+    from sklearn.tree import DecisionTreeClassifier
+
+    x = np.random.default_rng(0).random((40, 4)).astype(np.float32)
+    tree = DecisionTreeClassifier(max_depth=3).fit(x, (x[:, 0] > 0.5).astype(np.int64))
+    model = tmp_path / "tree.onnx"
+    model.write_bytes(to_onnx(tree, x[:1], options={"zipmap": False}, target_opset={"": 17, "ai.onnx.ml": 3})
+                      .SerializeToString())
+    result = cmpx_cli("run", model, "--backend", "openvino", "--backend", "onnxrt")
+    assert result.exit_code == 3, result.output
+    summary = [line for line in result.output.splitlines() if line.startswith("  openvino: FAILED during load")]
+    assert len(summary) == 1 and "TreeEnsembleClassifier" in summary[0], result.output
+    assert "core.cpp" not in summary[0]
