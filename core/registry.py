@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -65,6 +65,7 @@ class BackendSpec:
     marking_changes_fusion: bool = False  # marked tensors change what it computes (TensorRT's layer fusion)
     frameworks: tuple[str, ...] = ()  # distributions of the framework it runs (the first installed one is reported)
     runs_subgraphs: bool = True  # it can load a model cut out of the run's model (a slice of a sliced run)
+    transform_notes: tuple[tuple[str, str], ...] = ()  # (transform, what a pass on it does not prove), for the hint
     provenance: Provenance = field(default=Provenance("?"), compare=False)
 
     def flag(self, option: BackendOption) -> str:
@@ -170,7 +171,8 @@ class BackendRegistry(_Registry[BackendSpec]):
 
     def add(self, name: str, target: str, *, description: str = "", options: Sequence[BackendOption] = (),
             supports_marking: bool = False, model_formats: Sequence[str] = (), precision_flags: Sequence[str] = (),
-            marking_changes_fusion: bool = False, frameworks: Sequence[str] = (), runs_subgraphs: bool = True) -> None:
+            marking_changes_fusion: bool = False, frameworks: Sequence[str] = (), runs_subgraphs: bool = True,
+            transform_notes: Mapping[str, str] | None = None) -> None:
         """Register backend ``name`` implemented by the class at ``target`` ("package.module:Class").
 
         ``model_formats``: suffixes of model files in the backend's own format that it loads directly (".engine",
@@ -182,7 +184,9 @@ class BackendRegistry(_Registry[BackendSpec]):
         version, read from package metadata (nothing is imported). ``runs_subgraphs``: a marking backend can load
         models cut out of the run's model, so that a run too large for the memory budget runs it slice by slice;
         False makes it run the whole model always (say so when loading a model is costly, like building an
-        engine)."""
+        engine). ``transform_notes``: per transform (``fp16``), what a passing comparison on it does not prove
+        about the framework (ONNX Runtime's CPU provider runs most float16 ops in float32): said in the summary when
+        such a pair passes."""
         if not isinstance(target, str) or not _TARGET.match(target):
             raise PluginError(f"backend {name!r}: target {target!r} must look like 'package.module:ClassName'")
         if isinstance(model_formats, str):
@@ -208,7 +212,9 @@ class BackendRegistry(_Registry[BackendSpec]):
             frameworks = (frameworks,)
         self._add(BackendSpec(name, target, description, tuple(options), supports_marking, tuple(model_formats),
                               tuple(precision_flags), marking_changes_fusion, tuple(frameworks),
-                              bool(runs_subgraphs), provenance=self._stamp()))
+                              bool(runs_subgraphs),
+                              tuple((str(k), str(v)) for k, v in (transform_notes or {}).items()),
+                              provenance=self._stamp()))
 
 
 def _check_factory(kind: str, name: str, factory: Any) -> None:

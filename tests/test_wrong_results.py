@@ -264,3 +264,16 @@ def test_the_telling_line_of_an_error_skips_lines_that_only_say_where_it_was_rai
                                       "following ONNX operations: ai.onnx.ml.TreeEnsembleClassifier")
     assert telling_line("ValueError: shapes differ\nmore detail") == "ValueError: shapes differ"
     assert telling_line("\n\nsrc/only.cpp:3:\n") == "src/only.cpp:3:"  # nothing better: the line it has
+
+
+def test_a_passing_onnxrt_fp16_run_says_it_is_not_true_float16(run_cli, tmp_path):
+    """Issue #29, item 7: Polygraphy's example 08 model passes on onnxrt:fp16 (ONNX Runtime's CPU provider computes
+    the Add and Sub in float32) and fails on onnxref:fp16, which computes in float16, as TensorRT would."""
+    model = _needs_constraints(tmp_path)
+    common = ["--backend", "onnxref", "--val-range", "x:[1,2]", "--check-error-stat", "median", "--atol", "1e-2",
+              "--rtol", "0"]
+    stand_in = run_cli("run", model, "--backend", "onnxrt:fp16", *common)
+    assert stand_in.exit_code == 0, stand_in.output
+    assert "hint: onnxrt:fp16 passes, but ONNX Runtime's CPU provider has float16 kernels for few ops" in \
+        stand_in.output
+    assert run_cli("run", model, "--backend", "onnxref:fp16", *common).exit_code == 1

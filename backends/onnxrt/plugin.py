@@ -24,5 +24,8 @@ def register_backends(registry):
                      "Runtime's own default]"),
         ],
         supports_marking=True, runs_subgraphs=True,
+        transform_notes={"fp16": "ONNX Runtime's CPU provider has float16 kernels for few ops: it casts around the "
+                                 "others and computes chains of them in float32, so this is not true float16 "
+                                 "arithmetic (onnxref:fp16 computes in float16, as TensorRT does)"},
         frameworks=("onnxruntime", "onnxruntime-gpu", "onnxruntime-openvino", "onnxruntime-directml"),
     )

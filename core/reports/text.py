@@ -242,6 +242,8 @@ class TextReporter:
                 self.say(f"  hint: {self.name(transformed)} runs the {self.transforms[transformed]} graph; the "
                          f"model outputs of {self.name(backend)} vs {self.name(reference)} pass with {options} (the "
                          "largest minimum tolerance measured, rounded up)")
+        for line in self._transform_notes(result):
+            self.say(f"  hint: {line}")
         if report.interrupted:
             return
         code = report.exit_code
@@ -253,6 +255,19 @@ class TextReporter:
                 f"{compared} comparison(s) over {result.iterations} iteration(s), {outputs} output(s), "
                 f"{elements} element(s) compared")
         self.say(f"{report.verdict} | {what} | exit {int(code)}", "PASSED" if code == ExitCode.PASSED else "FAILED")
+
+    def _transform_notes(self, result: Any) -> list[str]:
+        """What a passing pair with a transformed backend does not prove, as its backend registered it (once per
+        backend): a pass of onnxrt:fp16 on the CPU is not one of true float16 arithmetic."""
+        plans = {b.name: b for b in self.plan.backends}
+        said: list[str] = []
+        for tally in result.tallies.values():
+            for name in (tally.backend, tally.reference):
+                plan = plans.get(name)
+                note = dict(plan.spec.transform_notes).get(plan.transform or "") if plan else None
+                if note and tally.passed and not any(line.startswith(self.name(name) + " ") for line in said):
+                    said.append(f"{self.name(name)} passes, but {note}")
+        return said
 
     def _local_errors(self, tally: PairTally) -> None:
         """--local-error: the nodes with the largest errors of their own, and how many fail or inherit."""
