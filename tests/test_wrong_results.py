@@ -277,3 +277,19 @@ def test_a_passing_onnxrt_fp16_run_says_it_is_not_true_float16(run_cli, tmp_path
     assert "hint: onnxrt:fp16 passes, but ONNX Runtime's CPU provider has float16 kernels for few ops" in \
         stand_in.output
     assert run_cli("run", model, "--backend", "onnxref:fp16", *common).exit_code == 1
+
+
+def test_a_natively_float16_model_failing_the_default_tolerances_is_told_what_its_precision_allows(run_cli, tmp_path):
+    """Issue #29, item 9: a model exported after .half() fails everywhere at the default 1e-5."""
+    x = helper.make_tensor_value_info("X", TensorProto.FLOAT16, [64])
+    weights = numpy_helper.from_array(np.random.default_rng(0).random(64).astype(np.float16), "w")
+    model = _save(_graph([helper.make_node("Mul", ["X", "w"], ["m"]), helper.make_node("Exp", ["m"], ["Y"])], [x],
+                         [helper.make_tensor_value_info("Y", TensorProto.FLOAT16, [64])], [weights]),
+                  tmp_path / "half.onnx")
+    failed = run_cli("run", model, "--backend", "onnxrt", "--backend", "onnxref", "--val-range", "X:[-3,3]")
+    assert failed.exit_code == 1, failed.output
+    assert "hint: Y is float16 in the model itself, whose neighbouring values are 9.8e-04 apart relative to their " \
+           "size: at rtol 1e-05 rounding alone fails; compare it at --rtol 0.002 or more" in failed.output
+    hinted = run_cli("run", model, "--backend", "onnxrt", "--backend", "onnxref", "--val-range", "X:[-3,3]",
+                     "--rtol", "0.002")
+    assert hinted.exit_code == 0 and "hint: Y is float16" not in hinted.output, hinted.output

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from cmpx.runtimes import BackendRuntime
 
 DETAIL_INDENT = "        "
+HALF_SPACING = {"float16": 2.0 ** -10, "bfloat16": 2.0 ** -7}  # the relative gap between neighbouring values
 LOCAL_ERRORS_SHOWN = 10  # nodes listed by --local-error, failing ones first (the JSON report has every one)
 QUIET, NORMAL, VERBOSE, VERY_VERBOSE = 0, 1, 2, 3
 
@@ -41,6 +42,9 @@ class TextReporter:
         self.model_outputs = plan.required_outputs  # with marking, other tensors get one line each
         self.transforms = {b.name: b.transform for b in plan.backends if b.transform}
         self.needed: dict[tuple[str, str], tuple[float, float]] = {}  # per pair: the tolerances its failures need
+        declared = plan.model.outputs if plan.model else ()
+        self.narrow = {spec.name: spec.dtype for spec in declared if spec.dtype in HALF_SPACING}
+        self.narrow_failed: dict[str, float] = {}  # a 16-bit float model output failing at an rtol below its spacing
         self.marking = plan.graph is not None
         self.show_unmatched = plan.show_unmatched
         self.labels: dict[str, str] = {}  # each live backend with its framework's version (the header, the summary)
@@ -118,6 +122,7 @@ class TextReporter:
 
     def pair_compared(self, pair: PairResult) -> None:
         self._measure(pair)
+        self._note_narrow(pair)
         if self.verbosity == QUIET and pair.passed:
             return
         compared = [o for o in pair.outputs if not o.failed_early]
@@ -146,6 +151,16 @@ class TextReporter:
         elif self.marking and not pair.passed:
             self.say("  first divergence: none found among the compared tensors (the failing ones are not "
                      "computed from compared tensors that pass)")
+
+    def _note_narrow(self, pair: PairResult) -> None:
+        """A model output that is itself float16 or bfloat16 (a model exported after .half()) failing at an rtol
+        finer than its type's spacing: the summary says what its precision allows."""
+        for output in pair.outputs:
+            if output.output in self.narrow and not output.passed:
+                rtols = [m.data["rtol"] for m in output.metrics if isinstance(m.data.get("rtol"), float)]
+                spacing = HALF_SPACING[self.narrow[output.output]]
+                if rtols and min(rtols) < spacing:
+                    self.narrow_failed[output.output] = min(rtols)
 
     def _measure(self, pair: PairResult) -> None:
         """Keep the largest minimum tolerances of the failing model outputs of a pair where exactly one side runs a
@@ -242,6 +257,12 @@ class TextReporter:
                 self.say(f"  hint: {self.name(transformed)} runs the {self.transforms[transformed]} graph; the "
                          f"model outputs of {self.name(backend)} vs {self.name(reference)} pass with {options} (the "
                          "largest minimum tolerance measured, rounded up)")
+        for name, rtol in list(self.narrow_failed.items())[:5]:
+            dtype = self.narrow[name]
+            self.say(f"  hint: {name} is {dtype} in the model itself, whose neighbouring values are "
+                     f"{HALF_SPACING[dtype]:.1e} apart relative to their size: at rtol {rtol:g} rounding alone "
+                     f"fails; compare it at --rtol {round_up(2 * HALF_SPACING[dtype]):g} or more (a rounding on "
+                     f"each side; --rtol {name}:{round_up(2 * HALF_SPACING[dtype]):g} for it alone)")
         for line in self._transform_notes(result):
             self.say(f"  hint: {line}")
         if report.interrupted:
