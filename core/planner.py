@@ -190,6 +190,9 @@ def _local_error_dir(request: RunRequest, mark: Sequence[str], names: Sequence[s
     return os.path.join(scratch, "local-error")
 
 
+QUANTIZED_TRANSFORMS = ("int8", "fp8")
+
+
 def _check_marking(request: RunRequest, backends: Sequence[BackendPlan], names: Sequence[str], mark: Sequence[str],
                    warn: Callable[[str], None]) -> None:
     """Marking changes some backends' fusion (a warning). A backend that cannot mark leaves its pairs with the
@@ -199,6 +202,10 @@ def _check_marking(request: RunRequest, backends: Sequence[BackendPlan], names: 
         if backend.spec.marking_changes_fusion and (mark or marks_own):
             warn(f"marking outputs changes {backend.name}'s layer fusion: the marked model can compute differently "
                  "from the unmarked one")
+        elif backend.spec.marking_changes_qdq_fusion and mark and backend.transform in QUANTIZED_TRANSFORMS:
+            warn(f"marking tensors of {backend.name}'s quantized graph stops it fusing Q/DQ pairs into quantized "
+                 "kernels: the marked model can compute other numbers than the unmarked one (compare the model "
+                 "outputs without marking for the numbers it gives in deployment)")
     unable = [b.name for b in backends if not b.spec.supports_marking]
     if not mark or not unable:
         return

@@ -23,7 +23,7 @@ def register_backends(registry):
                      "graph rewrites (Polygraphy's ORT_ENABLE_BASIC... spellings work too) [default: all, ONNX "
                      "Runtime's own default]"),
         ],
-        supports_marking=True, runs_subgraphs=True,
+        supports_marking=True, runs_subgraphs=True, marking_changes_qdq_fusion=True,
         transform_notes={"fp16": "ONNX Runtime's CPU provider has float16 kernels for few ops: it casts around the "
                                  "others and computes chains of them in float32, so this is not true float16 "
                                  "arithmetic (onnxref:fp16 computes in float16, as TensorRT does)"},
