@@ -253,3 +253,25 @@ def test_marking_a_quantized_graph_on_onnx_runtime_says_it_stops_the_qdq_fusion(
         marked.output
     plain = run_cli("run", model, "--backend", "onnxrt:int8", "--backend", "onnxrt", "--atol", "1")
     assert "Q/DQ" not in plain.output
+
+
+def test_a_transformed_model_a_backend_refuses_names_the_transform_and_the_options_that_help(run_cli):
+    """Issue #29, item 11: the error named a scratch file deleted after the run, and not that cmpx made it."""
+    refused = run_cli("run", EXAMPLE, "--backend", "onnxrt:bf16", "--backend", "onnxrt")  # no bfloat16 kernels
+    assert refused.exit_code == 3, refused.output
+    assert "hint: the model onnxrt:bf16 loads is cmpx's bf16 transform of the model, in a scratch file removed " \
+           "after the run: --save-transformed DIR keeps it to look at, and --keep-fp32 NODE_OR_OP" in refused.output
+
+
+def test_a_quantized_model_below_opset_19_on_the_reference_evaluator_suggests_the_opset_it_needs(run_cli, tmp_path):
+    x = helper.make_tensor_value_info("X", onnx.TensorProto.FLOAT, [4])
+    graph = helper.make_graph([helper.make_node("QuantizeLinear", ["X", "s", "z"], ["q"]),
+                               helper.make_node("DequantizeLinear", ["q", "s", "z"], ["Y"])], "qdq", [x],
+                              [helper.make_tensor_value_info("Y", onnx.TensorProto.FLOAT, [4])],
+                              [numpy_helper.from_array(np.array(0.1, np.float32), "s"),
+                               numpy_helper.from_array(np.array(0, np.int8), "z")])
+    model = tmp_path / "qdq13.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=7), model)
+    raw = run_cli("run", model, "--backend", "onnxref", "--backend", "onnxrt")
+    assert raw.exit_code == 3 and "run it on the model converted there with --onnxref-opset 19" in raw.output
+    assert run_cli("run", model, "--backend", "onnxref", "--backend", "onnxrt", "--onnxref-opset", "19").exit_code == 0

@@ -20,7 +20,10 @@ class OnnxrefBackend(Backend):
             onnx.load_external_data_for_model(model, model_directory(model_path))
         if self.options.get("opset") is not None:
             model = _converted(onnx.load(model) if isinstance(model, str) else model, int(self.options["opset"]))
-        self.evaluator = ReferenceEvaluator(model, new_ops=NEW_OPS)
+        try:
+            self.evaluator = ReferenceEvaluator(model, new_ops=NEW_OPS)
+        except RuntimeError as exc:
+            raise _with_opset_hint(exc) from exc
         self.output_names = list(self.evaluator.output_names)
         self.optional = {o.name for o in self.evaluator.proto_.graph.output if o.type.HasField("optional_type")}
 
@@ -40,6 +43,19 @@ def _unwrapped(value):
     if isinstance(value, list) and len(value) == 1 and (value[0] is None or isinstance(value[0], (list, np.ndarray))):
         return value[0]
     return value
+
+
+def _with_opset_hint(exc: RuntimeError) -> RuntimeError:
+    """The reference evaluator implements some ops from a newer opset only ('No implementation for operator
+    DequantizeLinear ... version 13, found 19, ...'): the error, and the option that runs it converted."""
+    text = str(exc)
+    if "No implementation for operator" in text and "found" in text:
+        newer = [word.strip(" .,") for word in text.rsplit("found", 1)[1].split(",")]
+        opset = next((word for word in newer if word.isdigit()), None)
+        if opset is not None:
+            return RuntimeError(f"{text.rstrip('.')}; the reference evaluator implements it from opset {opset}: run "
+                                f"it on the model converted there with --onnxref-opset {opset}")
+    return exc
 
 
 class OpsetConversionError(ValueError):

@@ -111,6 +111,12 @@ class TextReporter:
         self.say(f"ERROR   {head}", "ERROR")
         if rest.strip():  # a framework's message of several lines: the rest below it, as it wrote it
             self.say_block(rest)
+        transform = self.transforms.get(error.backend)
+        if transform and error.phase == "load":  # the model it refused is cmpx's, in a scratch file gone after the run
+            self.say(f"  hint: the model {self.name(error.backend)} loads is cmpx's {transform} transform of the "
+                     "model, in a scratch file removed after the run: --save-transformed DIR keeps it to look at"
+                     + (", and --keep-fp32 NODE_OR_OP keeps in float32 a node the converter got wrong"
+                        if transform in ("fp16", "bf16") else ""))
         if isinstance(error, BackendCrashed) and error.stderr_tail:
             self.say_block(f"last lines of its stderr:\n{error.stderr_tail}")
         elif self.debug and error.__cause__ is not None:
