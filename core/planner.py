@@ -54,6 +54,7 @@ def build_plan(checked: Preflight, warn: Callable[[str], None], scratch: str | N
         check_names(option, values.overrides, output_names, what)
     output_map = resolve_output_map(checked.output_map, output_names)
     if model is not None:
+        _warn_widened(request, model, warn)
         check_names("--output-map", output_map, output_names, what)
         check_names("--postprocess", checked.postprocess.by_output, output_names, what)
         for spec in model.outputs:
@@ -127,6 +128,32 @@ def build_plan(checked: Preflight, warn: Callable[[str], None], scratch: str | N
                    model_file=model_file, local_error_dir=local_error_dir, data_ranges=ranges, excluded=excluded,
                    slicing=slicing)
     return plan, feeds
+
+
+def _warn_widened(request: RunRequest, model: ModelInfo, warn: Callable[[str], None]) -> None:
+    """Polygraphy's JSON holds the types numpy knows: a bfloat16 or float8 tensor saved there is widened to
+    float32 (exactly: every value is kept), which Polygraphy reads and cmpx reads back as the model's type."""
+    from cmpx.dtypes import is_extension, numpy_dtype
+
+    for option, path, specs in (("--save-inputs", request.save_inputs, model.inputs),
+                                ("--save-outputs", request.save_outputs, model.outputs)):
+        if not (path or "").lower().endswith(".json"):
+            continue
+        wide = [f"{spec.name} ({spec.dtype})" for spec in specs if spec.is_tensor and _known(spec.dtype)
+                and is_extension(numpy_dtype(spec.dtype))]
+        if wide:
+            warn(f"{option} {path}: Polygraphy's JSON has no type for {', '.join(wide[:5])}: saved widened to "
+                 "float32, every value exact (cmpx reads them back as the model's type; a directory keeps the type)")
+
+
+def _known(dtype: str) -> bool:
+    from cmpx.dtypes import numpy_dtype
+
+    try:
+        numpy_dtype(dtype)
+    except (TypeError, ValueError, KeyError):
+        return False
+    return True
 
 
 def _check_input_sizes(inputs: Sequence[TensorSpec]) -> None:

@@ -223,3 +223,32 @@ def test_saved_inputs_holding_more_than_the_models_feed_its_inputs_with_one_warn
     warnings = [line for line in result.output.splitlines() if "no model input, left out" in line]
     assert len(warnings) == 1 and "conv_out" in warnings[0], result.output
     assert "3 comparison(s) over 3 iteration(s)" in result.output
+
+
+ROUND_TRIP_TYPES = [TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16, TensorProto.DOUBLE,
+                    TensorProto.INT8, TensorProto.UINT8, TensorProto.INT32, TensorProto.INT64, TensorProto.BOOL,
+                    TensorProto.FLOAT8E4M3FN]
+
+
+@pytest.mark.parametrize("suffix", [".json", ""], ids=["polygraphy-json", "cmpx-dir"])
+def test_every_dtype_round_trips_through_both_saved_formats(run_cli, tmp_path, suffix):
+    """Issue #29, item 3: bf16 inputs were widened to float32 in Polygraphy JSON without the warning, and cmpx then
+    refused its own file. Saved and loaded back, every dtype compares exactly, widened types with a warning."""
+    names = [TensorProto.DataType.Name(t).lower() for t in ROUND_TRIP_TYPES]
+    graph = helper.make_graph([helper.make_node("Identity", [f"x_{n}"], [f"y_{n}"]) for n in names], "id",
+                              [helper.make_tensor_value_info(f"x_{n}", t, [6]) for n, t in zip(names, ROUND_TRIP_TYPES)],
+                              [helper.make_tensor_value_info(f"y_{n}", t, [6]) for n, t in zip(names, ROUND_TRIP_TYPES)])
+    model = tmp_path / "id.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10), model)
+    inputs, outputs = tmp_path / f"in{suffix}", tmp_path / f"out{suffix}"
+    saved = run_cli("run", model, "--backend", "onnxref", "--save-inputs", inputs, "--save-outputs", outputs)
+    assert saved.exit_code == 0, saved.output
+    widened = [line for line in saved.output.splitlines() if "saved widened to float32, every value exact" in line]
+    if suffix == ".json":
+        assert len(widened) == 2 and all("bfloat16" in w and "float8" in w for w in widened), widened
+    else:
+        assert widened == []
+    loaded = run_cli("run", model, "--backend", "onnxref", "--load-inputs", inputs, "--load-outputs", outputs,
+                     "--atol", "0", "--rtol", "0")
+    assert loaded.exit_code == 0, loaded.output
+    assert f"{len(names)} output(s), {6 * len(names)} element(s) compared" in loaded.output

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from cmpx.dtypes import is_floating, numpy_dtype
+from cmpx.dtypes import is_extension, is_floating, numpy_dtype
 from cmpx.errors import UsageError
 from cmpx.model.info import TensorSpec
 
@@ -51,6 +51,9 @@ def fit_feeds(feeds: Any, inputs: Sequence[TensorSpec], iteration: int, source: 
         if array.dtype != dtype:
             if np.can_cast(array.dtype, dtype, casting="safe"):
                 warn(f"{where}: input {name!r} converted from {array.dtype} to {dtype} (a safe cast)")
+            elif array.dtype == np.float32 and is_extension(dtype) and _exact_in(array, dtype):
+                # a file that has no type for it (Polygraphy's JSON widens bfloat16 to float32): every value is exact
+                warn(f"{where}: input {name!r} read as {dtype} from float32 (every value exact in {dtype})")
             elif array.dtype == np.float64 and is_floating(dtype):  # numpy's default float; Polygraphy casts it too
                 beyond = _beyond_range(array, dtype)
                 warn(f"{where}: input {name!r} cast from float64 to {dtype}, the model's type"
@@ -95,3 +98,12 @@ def _beyond_range(array: Any, dtype: Any) -> int:
         largest = float(ml_dtypes.finfo(dtype).max)
     finite = np.abs(array[np.isfinite(array)])
     return int(np.count_nonzero(finite > largest))
+
+
+def _exact_in(array: Any, dtype: Any) -> bool:
+    """Whether every value of ``array`` survives a cast to ``dtype`` and back unchanged (NaN as NaN)."""
+    import numpy as np
+
+    with np.errstate(all="ignore"):
+        back = array.astype(dtype).astype(array.dtype)
+    return bool(np.array_equal(back, array, equal_nan=True))
