@@ -5,26 +5,24 @@ from __future__ import annotations
 
 import fnmatch
 import itertools
-import math
 import os
 import traceback
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
 from cmpx.argtypes import ValueRange, check_names
 from cmpx.comparison.output_map import resolve_output_map
 from cmpx.comparison.pairing import check_reference, comparison_pairs, instance_names
-from cmpx.errors import BackendFailed, CmpxError, LimitReached, ModelError, RemoteTraceback, UsageError, bounded
-from cmpx.loaders.feeds import fit_feeds
+from cmpx.errors import BackendFailed, CmpxError, ModelError, RemoteTraceback, UsageError, bounded
 from cmpx.loaders.options import DataOptions
-from cmpx.model.info import ModelInfo, TensorSpec, read_model
+from cmpx.loaders.preparing import Feeds, check_input_sizes, fitted, input_map_of, peeked, warn_widened
+from cmpx.model.info import ModelInfo, read_model
 from cmpx.model.shapes import resolve_input_shapes
 from cmpx.plan import BackendPlan, RunPlan, SavedBackend
 from cmpx.preflight import Preflight
 from cmpx.request import RunRequest
 
-Feeds = Iterator[Mapping[str, Any]]
 
 
 def build_plan(checked: Preflight, warn: Callable[[str], None], scratch: str | None = None,
@@ -54,7 +52,7 @@ def build_plan(checked: Preflight, warn: Callable[[str], None], scratch: str | N
         check_names(option, values.overrides, output_names, what)
     output_map = resolve_output_map(checked.output_map, output_names)
     if model is not None:
-        _warn_widened(request, model, warn)
+        warn_widened(request, model, warn)
         check_names("--output-map", output_map, output_names, what)
         check_names("--postprocess", checked.postprocess.by_output, output_names, what)
         for spec in model.outputs:
@@ -79,7 +77,7 @@ def build_plan(checked: Preflight, warn: Callable[[str], None], scratch: str | N
         generates = checked.loader.generates
         inputs = resolve_input_shapes(model.inputs, checked.shapes, warn, fill_dynamic=generates, dims=checked.dims)
         if generates:
-            _check_input_sizes(inputs)
+            check_input_sizes(inputs)
         if generates:
             from cmpx.loaders.synthetic import DEFAULT_INT_RANGE
             from cmpx.model.value_ranges import data_ranges
@@ -90,14 +88,14 @@ def build_plan(checked: Preflight, warn: Callable[[str], None], scratch: str | N
                               tuple(request.load_inputs), request.data_loader_script,
                               {r.input: ValueRange(r.low, r.high) for r in ranges})
         loader = checked.loader
-        input_map = _input_map(request.input_map, inputs)
-        feeds = _peeked(_fitted(loader.factory(options).feeds(inputs), inputs, loader.name, warn, input_map),
+        input_map = input_map_of(request.input_map, inputs)
+        feeds = peeked(fitted(loader.factory(options).feeds(inputs), inputs, loader.name, warn, input_map),
                         loader.name)
         iterations = (request.iterations or 1) if generates else request.iterations
 
         def calibration(count: int) -> Feeds:
             fresh = loader.factory(replace(options, iterations=count)).feeds(inputs)
-            return _fitted(itertools.islice(fresh, count), inputs, loader.name, warn, input_map)
+            return fitted(itertools.islice(fresh, count), inputs, loader.name, warn, input_map)
 
         backends, dropped = _transformed(checked, model_file, backends, calibration, scratch, warn, mark)
     elif saved:
@@ -128,57 +126,6 @@ def build_plan(checked: Preflight, warn: Callable[[str], None], scratch: str | N
                    model_file=model_file, local_error_dir=local_error_dir, data_ranges=ranges, excluded=excluded,
                    slicing=slicing)
     return plan, feeds
-
-
-def _warn_widened(request: RunRequest, model: ModelInfo, warn: Callable[[str], None]) -> None:
-    """Polygraphy's JSON holds the types numpy knows: a bfloat16 or float8 tensor saved there is widened to
-    float32 (exactly: every value is kept), which Polygraphy reads and cmpx reads back as the model's type."""
-    from cmpx.dtypes import is_extension, numpy_dtype
-
-    for option, path, specs in (("--save-inputs", request.save_inputs, model.inputs),
-                                ("--save-outputs", request.save_outputs, model.outputs)):
-        if not (path or "").lower().endswith(".json"):
-            continue
-        wide = [f"{spec.name} ({spec.dtype})" for spec in specs if spec.is_tensor and _known(spec.dtype)
-                and is_extension(numpy_dtype(spec.dtype))]
-        if wide:
-            warn(f"{option} {path}: Polygraphy's JSON has no type for {', '.join(wide[:5])}: saved widened to "
-                 "float32, every value exact (cmpx reads them back as the model's type; a directory keeps the type)")
-
-
-def _known(dtype: str) -> bool:
-    from cmpx.dtypes import numpy_dtype
-
-    try:
-        numpy_dtype(dtype)
-    except (TypeError, ValueError, KeyError):
-        return False
-    return True
-
-
-def _check_input_sizes(inputs: Sequence[TensorSpec]) -> None:
-    """The inputs cmpx is to make fit in the memory available (cgroup limits included), before any is made: an
-    input too large for it is one line naming it and the sizes (it was a MemoryError, or the kernel's kill)."""
-    from cmpx.dtypes import numpy_dtype
-    from cmpx.memory import available_memory, size_text
-
-    sizes = {}
-    for spec in inputs:
-        if spec.shape is None or not all(isinstance(d, int) for d in spec.shape):
-            continue
-        try:
-            sizes[spec.name] = math.prod(spec.shape) * numpy_dtype(spec.dtype).itemsize
-        except TypeError:  # a dtype numpy cannot size: the loader says so
-            continue
-    available = available_memory()
-    if not sizes or not available or sum(sizes.values()) <= available:
-        return
-    name = max(sizes, key=lambda n: sizes[n])
-    spec = next(s for s in inputs if s.name == name)
-    raise LimitReached(f"input {name} {list(spec.shape)} {spec.dtype} needs {size_text(sizes[name])}"
-                       + (f" (all inputs {size_text(sum(sizes.values()))})" if len(sizes) > 1 else "")
-                       + f", more than the {size_text(available)} of memory available (cgroup limits included); "
-                       "give smaller --input-shapes")
 
 
 def _check_external_files(model: ModelInfo) -> None:
@@ -389,69 +336,3 @@ def _saved_output_names(saved: Sequence[SavedBackend]) -> list[str]:
         if len(backend.source):
             names.update(dict.fromkeys(backend.source.load(0)))
     return list(names)
-
-
-def _input_map(words: Sequence[str], inputs: Sequence[TensorSpec]) -> dict[str, str]:
-    """--input-map NAME=DATA words read against the model's inputs (a name may hold '=': the split whose left side
-    is an input wins)."""
-    names = [spec.name for spec in inputs]
-    mapping = {}
-    for word in words:
-        splits = [(word[:i], word[i + 1:]) for i, c in enumerate(word) if c == "="]
-        fitting = [split for split in splits if split[0] in names]
-        if not fitting:
-            raise UsageError(f"--input-map {word}: {splits[0][0] if splits else word!r} is not a model input; give "
-                             f"NAME=DATA with NAME one of: {', '.join(names)}")
-        mapping[fitting[0][0]] = fitting[0][1]
-    return mapping
-
-
-def _fitted(feeds: Any, inputs: Sequence[TensorSpec], loader: str, warn: Callable[[str], None],
-            input_map: Mapping[str, str] | None = None) -> Feeds:
-    warned: set[str] = set()
-
-    def warn_once(message: str) -> None:
-        key = message.split(": input ", 1)[-1]
-        if key not in warned:
-            warned.add(key)
-            warn(message)
-
-    source = iter(feeds)
-    for iteration in itertools.count():
-        # No local names the feed while this generator is suspended: once the run has copied a feed into
-        # shared memory, its arrays can be freed.
-        try:
-            yield fit_feeds(next(source), inputs, iteration, f"data loader {loader!r}", warn_once, input_map)
-        except StopIteration:
-            return
-
-
-def _peeked(feeds: Feeds, source: str) -> Feeds:
-    """``feeds`` with its first feed made now (a data source that fails should fail before any inference); a source
-    that gives none is bad input (nothing could be compared)."""
-    feeds = _guarded(feeds, source)
-    first = next(feeds, None)
-    if first is None:
-        raise UsageError(f"the data loader {source!r} gave no feed: nothing to run; check what it yields (or the "
-                         "saved inputs it reads)")
-    return _prepend([first], feeds)
-
-
-def _guarded(feeds: Feeds, source: str) -> Feeds:
-    """``feeds``, with anything a data loader's code raises (SystemExit too) made that loader's failure (exit 2):
-    a plugin's or script's code never ends cmpx with an exit code of its own."""
-    while True:
-        try:
-            feed = next(feeds)
-        except StopIteration:
-            return
-        except (KeyboardInterrupt, CmpxError):
-            raise
-        except BaseException as exc:  # noqa: BLE001 - user code
-            raise UsageError(f"the data loader {source!r} raised {type(exc).__name__}: {exc}") from exc
-        yield feed
-
-
-def _prepend(holder: list[Mapping[str, Any]], rest: Feeds) -> Feeds:
-    yield holder.pop()
-    yield from rest
