@@ -15,6 +15,8 @@ ONNX_TO_NUMPY = {
     21: "uint4", 22: "int4", 23: "float4_e2m1fn", 24: "float8_e8m0fnu", 25: "uint2", 26: "int2",
 }
 ONNX_STRING = 8
+# Element types a TensorProto packs below a byte (its raw_data: two 4-bit or four 2-bit values a byte), by their bits
+PACKED_BITS = {21: 4, 22: 4, 23: 4, 25: 2, 26: 2}
 
 
 def numpy_dtype(name: str) -> np.dtype:

@@ -12,7 +12,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from cmpx.dtypes import ONNX_TO_NUMPY, numpy_dtype
+from cmpx.dtypes import ONNX_TO_NUMPY, PACKED_BITS, numpy_dtype
 from cmpx.saved.model import SavedFile, SavedSource
 from cmpx.saved.npy import SavedDataError
 from cmpx.userfiles import inside, open_regular
@@ -87,11 +87,12 @@ def read_tensor_proto(file: str) -> tuple[Any, Any]:
     for dim in proto.dims:
         elements *= max(int(dim), 0)
     try:
-        itemsize = numpy_dtype(ONNX_TO_NUMPY[proto.data_type]).itemsize
+        bits = PACKED_BITS.get(proto.data_type) or 8 * numpy_dtype(ONNX_TO_NUMPY[proto.data_type]).itemsize
     except KeyError:
         raise SavedDataError(f"{file}: element type {proto.data_type} is not a numeric type cmpx compares") from None
-    if (proto.data_location == TensorProto.EXTERNAL or proto.raw_data) and elements * itemsize > available:
-        raise SavedDataError(f"{file}: the tensor declares {elements} elements ({elements * itemsize} bytes) but its "
+    needed = (elements * bits + 7) // 8  # int4, float4 and int2 values are packed, several to a byte
+    if (proto.data_location == TensorProto.EXTERNAL or proto.raw_data) and needed > available:
+        raise SavedDataError(f"{file}: the tensor declares {elements} elements ({needed} bytes) but its "
                              f"data holds {available} bytes; the file is damaged or truncated")
     try:
         array = numpy_helper.to_array(proto, base_dir=directory)

@@ -58,6 +58,7 @@ class PolygraphyWriter:
             raise OutputFailed(f"{exc}; a Polygraphy JSON file is written whole, so none of it is kept") from None
 
     def add(self, source: str, iteration: int, tensors: Mapping[str, np.ndarray], input_digest: str | None) -> None:
+        self._pending.setdefault((source, iteration), {})  # an iteration of no tensors (a model without inputs): {}
         for name, array in tensors.items():
             self.tensor(source, iteration, name, array)
         self.finish_iteration(iteration, input_digest)
