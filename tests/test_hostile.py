@@ -480,3 +480,17 @@ def test_the_coordinators_memory_does_not_grow_with_the_iterations():
         assert done.returncode == 0, done.stdout + done.stderr
         peaks[iterations] = int(done.stderr.rsplit("maxrss ", 1)[1].split()[0])  # KiB
     assert peaks[1000] - peaks[100] < 4 * 1024, peaks
+
+
+def test_running_out_of_processes_is_exit_2_naming_the_limit(run_cli, monkeypatch):
+    """Issue #28, item 10, the process half: starting a worker fails with EAGAIN when `ulimit -u` is reached. Root
+    (every test here) is exempt from RLIMIT_NPROC, so the kernel's refusal is reproduced at the fork itself."""
+    import errno
+
+    def refused(self, *args, **kwargs):
+        raise BlockingIOError(errno.EAGAIN, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(subprocess.Popen, "_execute_child", refused)
+    result = run_cli("run", EXAMPLE, *OK)
+    assert result.exit_code == 2, result.output
+    assert "cmpx ran out of processes (ulimit -u)" in result.output
