@@ -148,7 +148,7 @@ class NodeCaseCheck:
             compared = same
             carried.update(not_carried)
             problems += [f"{name}: {d}" for d in differences]
-        if problems and self._unstable(case, expected):
+        if problems and self.unstable(case, expected):
             tally.run -= 1
             tally.skip(UNSTABLE, case.name)
             return f"skipped: {UNSTABLE}"
@@ -164,7 +164,7 @@ class NodeCaseCheck:
         tally.operators |= case.operators
         return "identical"
 
-    def _unstable(self, case: NodeCase, expected: Mapping[str, Any]) -> bool:
+    def unstable(self, case: NodeCase, expected: Mapping[str, Any]) -> bool:
         """Whether the framework's API, run again, returns something else than it did."""
         try:
             again = run_plain(self.api, self.model_path(case), case.inputs)

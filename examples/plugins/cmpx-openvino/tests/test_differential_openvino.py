@@ -36,12 +36,12 @@ def test_node_cases_on_the_workers_are_openvinos_bits(tmp_path, no_leaks):
             check.check(case)
     tally = check.tally
     assert tally.defects == {}, tally.defects
-    least_cases, least_operators = (1400, 160) if FULL else (140, 155)  # measured: 1446/165, 153/159
+    least_cases, least_operators = (1400, 160) if FULL else (140, 155)  # measured: 1446/165, 157/164
     assert tally.identical >= least_cases and len(tally.operators) >= least_operators, tally.counts()
     # RandomUniformLike: OpenVINO's own API gives other values each compile, even with a seed
     assert set(tally.skipped) <= {"the framework's own API returns other values each run (random operators)",
                                   "the framework's own API fails: RuntimeError",
-                                  "the framework's own API fails: OpError",
+                                  "the framework's own API fails: ValueError",  # packed uint4 feeds
                                   "a sequence, optional or string input (cmpx feeds numeric tensors only)"}, \
         tally.counts()
     assert check.workers.replaced == 0
