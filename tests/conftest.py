@@ -20,16 +20,12 @@ sys.path.insert(0, str(PLUGIN_DIR))
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PLUGIN_DIR), os.environ.get("PYTHONPATH")]))
 
 from cmpx.testing import models as modelgen  # noqa: E402
-from cmpx.testing.leaks import segments, worker_processes  # noqa: E402
 
 
 @pytest.fixture
-def no_leaks():
-    """Fails the test if it leaves a cmpx shared-memory segment or a worker process behind."""
-    before = segments()
+def no_leaks(cmpx_no_leaks):
+    """Fails the test if it leaves a cmpx shared-memory segment or a worker process behind (cmpx's own fixture)."""
     yield
-    assert segments() - before == set(), "shared-memory segments leaked"
-    assert worker_processes() == [], "worker processes leaked"
 
 
 @pytest.fixture

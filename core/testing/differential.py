@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from cmpx.errors import BackendFailed
+from cmpx.errors import BackendFailed, telling_line
 from cmpx.testing.framework_api import difference, rebuilt, run_plain, unwrap_optionals
 from cmpx.testing.node_cases import NodeCase, write_case
 
@@ -187,9 +187,6 @@ class NodeCaseCheck:
 
 
 def _first_line(error: BaseException) -> str:
-    """The line of a framework's error message that says what failed (ONNX Runtime's and OpenVINO's messages
-    start with their source locations)."""
-    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    telling = [line for line in lines if not line.startswith(("Exception from", "Check '"))]
-    return (telling or lines or [type(error).__name__])[0][:300]
-
+    """The line of a framework's error message that says what failed (cmpx.errors.telling_line: ONNX Runtime's
+    and OpenVINO's messages start with their source locations), cut to 300 characters."""
+    return telling_line(str(error))[:300] or type(error).__name__

@@ -10,7 +10,8 @@ see the same sys.path), loading ``plugins`` with ``-p``, and fails the test if a
 segment outlives it. ``cmpx_models`` writes small ONNX models into the test's tmp_path: ``conv()``,
 ``matmul_chain(layers=3, size=8, perturb=None)``, ``dynamic_add()``, ``gather_model()``, ``unary(op)``,
 ``two_faults(nodes=60, batchnorm_at=20, softmax_at=45)`` (nodes onnx.reference computes wrongly at opset 9).
-Nothing heavy is imported until a fixture is used.
+``cmpx_no_leaks`` fails a test that leaves a segment or a worker behind however it ran cmpx (a subprocess,
+``cmpx.run``). Nothing heavy is imported until a fixture is used.
 """
 
 from __future__ import annotations
@@ -46,6 +47,18 @@ class _Models:
 def cmpx_models(tmp_path):
     """Small ONNX models, written on first use: ``cmpx_models.conv()``, ``cmpx_models.matmul_chain(layers=5)``..."""
     return _Models(tmp_path)
+
+
+@pytest.fixture
+def cmpx_no_leaks():
+    """Fails the test if it leaves a cmpx shared-memory segment or a worker process behind (for tests that start
+    cmpx runs other than through ``cmpx_cli``: subprocesses, ``cmpx.run``)."""
+    from cmpx.testing.leaks import segments, worker_processes
+
+    before = segments()
+    yield
+    assert segments() - before == set(), "shared-memory segments leaked"
+    assert worker_processes() == [], "worker processes leaked"
 
 
 @pytest.fixture

@@ -13,7 +13,6 @@ pytest.importorskip("openvino", reason="the plugin needs the openvino package")
 
 from cmpx.testing import node_cases  # noqa: E402
 from cmpx.testing.differential import NodeCaseCheck  # noqa: E402
-from cmpx.testing.leaks import segments, worker_processes  # noqa: E402
 from cmpx.testing.through_runs import check_model  # noqa: E402
 
 FULL = node_cases.every_case_wanted()
@@ -21,11 +20,8 @@ CORPUS = Path(__file__).resolve().parents[4] / "tests" / "models" / "real"
 
 
 @pytest.fixture
-def no_leaks():
-    before = segments()
+def no_leaks(cmpx_no_leaks):  # cmpx's own leak check, from its pytest plugin
     yield
-    assert segments() - before == set(), "shared-memory segments leaked"
-    assert worker_processes() == [], "worker processes leaked"
 
 
 def test_node_cases_on_the_workers_are_openvinos_bits(tmp_path, no_leaks):
