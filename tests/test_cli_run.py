@@ -135,11 +135,11 @@ def test_a_hung_backend_is_stopped_at_the_timeout(run_cli, models):
     started = time.monotonic()
     result = run_cli("run", models.matmul_chain, "--backend", "onnxrt", "--backend", "faulty",
                      "--backend", "onnxref", "-p", "cmpx_test_faulty", "--faulty-fault", "infer:hang",
-                     "--timeout", "2")
+                     "--timeout", "faulty:5")  # the others' load and inference stay unbounded, however busy the machine
     assert result.exit_code == 3, result.output
-    assert "faulty failed during infer: no answer within 2 s (--timeout); worker stopped" in result.output
+    assert "faulty failed during infer: no answer within 5 s (--timeout); worker stopped" in result.output
     assert "onnxrt vs onnxref (reference)" in result.output
-    assert time.monotonic() - started < 20
+    assert time.monotonic() - started < 60
 
 
 def test_a_worker_writing_garbage_is_a_protocol_error_of_that_backend(run_cli, models):

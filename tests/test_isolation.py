@@ -19,13 +19,18 @@ FAULTS = {
     "sigkill": "worker killed by SIGKILL",
     "memory": "MemoryError: injected out-of-memory",
     "raise": "RuntimeError: injected failure during {phase}",
-    "hang": "no answer within 1 s (--timeout); worker stopped",
+    "hang": "no answer within 3 s (--timeout); worker stopped",
 }
 KINDS = {"segfault": "crash", "abort": "crash", "exit": "crash", "sigkill": "crash", "memory": "error",
          "raise": "error", "hang": "timeout"}
 
 
-def run_faulty(run_cli, model, fault, tmp_path, *extra, timeout=1):
+# The faulty backend's own timeout: its load (importing onnxruntime) must fit in it on a busy machine (a parallel
+# suite), so a hang is waited for 3 s.
+HANG_SECONDS = 3
+
+
+def run_faulty(run_cli, model, fault, tmp_path, *extra, timeout=HANG_SECONDS):
     report = tmp_path / "report.json"
     result = run_cli("run", model, "--backend", "onnxrt", "--backend", "faulty", "--backend", "onnxref",
                      "-p", "cmpx_test_faulty", "--faulty-fault", fault, "--timeout", "60", f"faulty:{timeout}",
@@ -42,9 +47,9 @@ def test_crash_matrix(run_cli, models, tmp_path, monkeypatch, phase, kind):
     original = TextReporter.backend_failed
     monkeypatch.setattr(TextReporter, "backend_failed",
                         lambda self, error: (reported.append(time.time()), original(self, error))[1])
-    # a hang is found by its 1 s timeout; anything else long before its 10 s one, however loaded the machine
+    # a hang is found by its 3 s timeout; anything else long before its 10 s one, however loaded the machine
     hangs = kind == "hang"
-    result, report = run_faulty(run_cli, models.matmul_chain, f"{phase}:{kind}", tmp_path, timeout=1 if hangs else 10)
+    result, report = run_faulty(run_cli, models.matmul_chain, f"{phase}:{kind}", tmp_path, timeout=HANG_SECONDS if hangs else 10)
     assert result.exit_code == 3, result.output
     assert f"faulty failed during {phase}: " in result.output
     assert FAULTS[kind].format(phase=phase) in result.output
@@ -53,7 +58,7 @@ def test_crash_matrix(run_cli, models, tmp_path, monkeypatch, phase, kind):
     assert "[iteration 0] onnxrt vs onnxref (reference)" in result.output  # the survivors are compared
     assert re.search(r"PASSED  Y: max abs", result.output)
     noticed_within = reported[0] - float(stamp.read_text())  # from the fault to the report of it
-    assert noticed_within < (1.0 + 1.0 if hangs else 5.0), noticed_within
+    assert noticed_within < (HANG_SECONDS + 1.5 if hangs else 5.0), noticed_within
     failure = next(b for b in report["backends"] if b["name"] == "faulty")["failure"]
     assert failure["phase"] == phase and failure["kind"] == KINDS[kind]
     assert report["pairs"][0]["backend"] == "onnxrt" and report["pairs"][0]["reference"] == "onnxref"
@@ -63,13 +68,13 @@ def test_a_hang_that_ignores_sigterm_is_killed_after_the_grace_period(run_cli, m
     stamp = tmp_path / "stamp"
     monkeypatch.setenv("CMPX_TEST_FAULT_STAMP", str(stamp))
     result, report = run_faulty(run_cli, models.matmul_chain, "infer:hang-ignoring-sigterm", tmp_path)
-    assert result.exit_code == 3 and "no answer within 1 s" in result.output
-    assert time.time() - float(stamp.read_text()) < 1.0 + 2.0 + 1.0  # timeout, SIGTERM grace, slack
+    assert result.exit_code == 3 and f"no answer within {HANG_SECONDS} s" in result.output
+    assert time.time() - float(stamp.read_text()) < HANG_SECONDS + 2.0 + 1.5  # timeout, SIGTERM grace, slack
 
 
 @pytest.mark.parametrize("fault, message", [
     ("infer:garbage", "protocol error: undecodable frame"),
-    ("infer:truncated-frame", "protocol error: truncated frame (14 bytes, then nothing for 1 s)"),
+    ("infer:truncated-frame", f"protocol error: truncated frame (14 bytes, then nothing for {HANG_SECONDS} s)"),
     ("infer:truncated-frame-exit", "protocol error: truncated frame before end of stream"),
     ("infer:oversized-frame", "protocol error: frame of 2147483647 bytes announced, over the"),
     ("load:oversized-frame", "protocol error: frame of 2147483647 bytes announced"),
@@ -81,7 +86,7 @@ def test_protocol_violations_are_errors_of_that_backend(run_cli, models, tmp_pat
     assert message in result.output
     assert "onnxrt vs onnxref (reference)" in result.output
     assert next(b for b in report["backends"] if b["name"] == "faulty")["failure"]["kind"] == "protocol"
-    assert time.monotonic() - started < 10
+    assert time.monotonic() - started < 30
 
 
 def test_timeouts_per_backend(run_cli, models, tmp_path):
@@ -139,4 +144,4 @@ def test_a_worker_that_never_starts_fails_at_the_start_limit(run_cli, models, tm
     result = run_cli("run", models.matmul_chain, "--backend", "onnxrt", "--backend", "onnxref", "--timeout", "0.5")
     assert result.exit_code == 3, result.output
     assert "onnxrt failed during start: no answer within 1 s (the limit for starting a worker); worker stopped" in result.output
-    assert time.monotonic() - started < 10
+    assert time.monotonic() - started < 20

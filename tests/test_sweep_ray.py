@@ -14,6 +14,9 @@ from sweep_zoo import VERDICTS, processes_marked, summary, verdicts, write_zoo
 
 ray = pytest.importorskip("ray", reason="Ray is not installed: pip install 'cmpx[ray]' (.ci/run installs it)")
 
+# One local Ray per test process: in a parallel suite (-n) these tests run one after the other in one process.
+pytestmark = pytest.mark.xdist_group("ray")
+
 
 def _descendants(pid: int) -> set[int]:
     children: dict[int, list[int]] = {}
