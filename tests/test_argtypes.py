@@ -98,12 +98,13 @@ def test_conflicting_or_unknown_dimension_sizes_are_errors_naming_both(words, me
         resolve_input_shapes(BERT_INPUTS, shapes, print, dims=dims)
 
 
-def test_dimensions_left_at_1_are_named_once_not_once_per_input():
+def test_dimensions_cmpx_sizes_are_named_once_not_once_per_input():
     warnings = []
-    resolve_input_shapes(BERT_INPUTS, {}, warnings.append)
-    assert warnings == ["input input_ids has dynamic shape [batch,sequence]; using [1, 1]. Set it with --input-shapes "
-                        "input_ids:[1,1], or by name for every input that has them: --input-shapes batch=1 "
-                        "sequence=1"]
+    resolved = resolve_input_shapes(BERT_INPUTS, {}, warnings.append)
+    assert warnings == ["input input_ids has dynamic shape [batch,sequence]; using [1, 16] (sequence=16, cmpx's size "
+                        "for a token sequence). Set it with --input-shapes input_ids:[1,16], or by name for every "
+                        "input that has them: --input-shapes batch=1 sequence=16"]
+    assert [s.chosen for s in resolved] == [("batch=1", "sequence=16")] * 3 + [("batch=1",)]
 
 
 def test_overrides_must_match_rank_and_static_dims_and_name_an_input():

@@ -32,6 +32,9 @@ class TensorSpec:
     dtype: str
     shape: tuple[Dim, ...] | None
     value_type: str | None = None
+    # the --input-shapes words that set the sizes cmpx chose for its dynamic dimensions (synthetic data), such as
+    # ``sequence=16`` or ``X:[1,3,1]``; empty when nothing was chosen
+    chosen: tuple[str, ...] = ()
 
     @property
     def is_tensor(self) -> bool:

@@ -2,6 +2,8 @@
 
 Named (symbolic) dimensions are shared: a size given for ``batch`` through one input's shape, or by name
 (``--input-shapes batch=4``), applies to every input that has a dimension named ``batch``, as the exporter meant.
+A dimension written as an expression of names (``past_sequence_length + 1``) takes the size the expression gives
+(cmpx.model.dimension_sizes); with synthetic data, a name nothing sets takes its conventional size, else 1.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from dataclasses import replace
 
 from cmpx.argtypes import SHAPE_FORM, check_names
 from cmpx.errors import UsageError
+from cmpx.model.dimension_sizes import BATCH, convention_of, decodes, evaluate, is_expression, names_in
 from cmpx.model.info import Dim, TensorSpec
 
 
@@ -21,14 +24,17 @@ def resolve_input_shapes(inputs: Sequence[TensorSpec], overrides: Mapping[str, t
 
     An override must name a model input and agree with its rank and static dimensions; ``dims`` sets named
     dimensions by name. Sizes given for one named dimension must agree (an error names both sources). With
-    ``fill_dynamic`` (synthetic data), a dynamic dimension still unknown becomes 1 and ``warn(message)`` says so,
-    naming the input and the dimension; otherwise (data from files or scripts) it stays open for the data.
+    ``fill_dynamic`` (synthetic data), a dynamic dimension still unknown gets a size (its convention's, else 1),
+    ``warn(message)`` says so, naming the input and the dimension, and the input's ``chosen`` holds the
+    --input-shapes words that set what cmpx chose; otherwise (data from files or scripts) it stays open for the data.
     """
     check_names("--input-shapes", overrides, [spec.name for spec in inputs], "model inputs")
     for spec in inputs:
         if spec.name in overrides:
             _check_override(spec, overrides[spec.name])
     sizes = _named_sizes(inputs, overrides, dims or {})
+    chosen = _chosen_sizes(inputs, overrides, sizes) if fill_dynamic else {}
+    every = {**chosen, **sizes}
     resolved, named_in_warnings = [], set()
     for spec in inputs:
         override = overrides.get(spec.name)
@@ -41,20 +47,60 @@ def resolve_input_shapes(inputs: Sequence[TensorSpec], overrides: Mapping[str, t
                                  f"{spec.name}:[D0,D1,...]")
             resolved.append(spec)
             continue
-        known = tuple(sizes.get(d, d) if isinstance(d, str) else d for d in spec.shape)
+        known = tuple(_size(d, sizes) for d in spec.shape)
         if not fill_dynamic or all(isinstance(d, int) and d >= 0 for d in known):
             resolved.append(replace(spec, shape=known))
             continue
-        shape = tuple(d if isinstance(d, int) and d >= 0 else 1 for d in known)
-        _warn_dynamic(spec, known, shape, named_in_warnings, warn)
-        resolved.append(replace(spec, shape=shape))
+        shape = tuple(d if isinstance(d, int) and d >= 0 else _size(d, every) if isinstance(d, str) else 1
+                      for d in known)
+        shape = tuple(d if isinstance(d, int) and d >= 0 else 1 for d in shape)
+        words = _warn_dynamic(spec, known, shape, chosen, named_in_warnings, warn)
+        resolved.append(replace(spec, shape=shape, chosen=words))
     return resolved
+
+
+def _size(dimension: Dim, sizes: Mapping[str, int]) -> Dim:
+    """A dimension's size from ``sizes`` (by name, or by evaluating its expression), else the dimension itself."""
+    if not isinstance(dimension, str):
+        return dimension
+    if dimension in sizes:
+        return sizes[dimension]
+    value = evaluate(dimension, sizes) if is_expression(dimension) else None
+    return dimension if value is None else value
+
+
+def _plain_names(inputs: Sequence[TensorSpec]) -> list[str]:
+    """The names of the inputs' named dimensions, those inside expressions included, in order."""
+    names: list[str] = []
+    for spec in inputs:
+        for d in spec.shape or ():
+            if isinstance(d, str):
+                names += names_in(d) if is_expression(d) else [d]
+    return list(dict.fromkeys(names))
+
+
+def _chosen_sizes(inputs: Sequence[TensorSpec], overrides: Mapping[str, tuple[int, ...]],
+                  sizes: Mapping[str, int]) -> dict[str, int]:
+    """The sizes cmpx chooses for the plain names nothing sets, in order: a convention's, else 1."""
+    chosen: dict[str, int] = {}
+    decoding = decodes(_plain_names(inputs))
+    for spec in inputs:
+        if spec.name in overrides or spec.shape is None:
+            continue
+        for d in spec.shape:
+            if not isinstance(d, str) or d in sizes:
+                continue
+            for name in (names_in(d) if is_expression(d) else [d]):
+                if name not in sizes and name not in chosen:
+                    convention = convention_of(name, spec.name, decoding)
+                    chosen[name] = convention.size if convention else 1
+    return chosen
 
 
 def _named_sizes(inputs: Sequence[TensorSpec], overrides: Mapping[str, tuple[int, ...]],
                  dims: Mapping[str, int]) -> dict[str, int]:
     """The size of each named dimension: given by name, or through the shape of an input that has it."""
-    names = list(dict.fromkeys(d for spec in inputs if spec.shape for d in spec.shape if isinstance(d, str)))
+    names = _plain_names(inputs)
     for name in dims:
         if name not in names:
             raise UsageError(f"--input-shapes {name}={dims[name]}: no input of the model has a dimension named "
@@ -76,21 +122,30 @@ def _named_sizes(inputs: Sequence[TensorSpec], overrides: Mapping[str, tuple[int
     return {name: size for name, (size, _) in sizes.items()}
 
 
-def _warn_dynamic(spec: TensorSpec, known: tuple[Dim, ...], shape: tuple[int, ...], named_before: set[str],
-                  warn: Callable[[str], None]) -> None:
-    """Say which of the input's dimensions became 1, once per named dimension (the first input that has it)."""
-    open_named = [d for d in dict.fromkeys(known) if isinstance(d, str)]
+def _warn_dynamic(spec: TensorSpec, known: tuple[Dim, ...], shape: tuple[int, ...], chosen: Mapping[str, int],
+                  named_before: set[str], warn: Callable[[str], None]) -> tuple[str, ...]:
+    """Say which of the input's dimensions cmpx chose the size of, once per named dimension (the first input that
+    has it); return the --input-shapes words that set them (the names, or the input's shape where one is unnamed)."""
+    open_named = list(dict.fromkeys(n for d in known if isinstance(d, str)
+                                    for n in (names_in(d) if is_expression(d) else [d]) if n in chosen))
     unnamed = any(d is None or (isinstance(d, int) and d < 0) for d in known)
-    if not unnamed and all(name in named_before for name in open_named):
-        return  # every open dimension is named and was already reported with an earlier input
-    named_before.update(open_named)
     example = f"{spec.name}:[{','.join(map(str, shape))}]"
-    text = f"input {spec.name} has dynamic shape {spec.shape_text()}; using {list(shape)}. Set it with " \
-           f"--input-shapes {example}"
+    words = tuple(f"{name}={chosen[name]}" for name in open_named) + ((example,) if unnamed else ())
+    if not unnamed and all(name in named_before for name in open_named):
+        return words  # every open dimension is named and was already reported with an earlier input
+    named_before.update(open_named)
+    decoding = decodes(chosen)
+    conventions = {name: convention_of(name, spec.name, decoding) for name in open_named}
+    why = [f"{name}={chosen[name]}, cmpx's size for {convention.what}" for name, convention in conventions.items()
+           if convention is not None and convention is not BATCH]
+    why += [f"{d} = {size}" for d, size in zip(known, shape) if isinstance(d, str) and is_expression(d)]
+    text = f"input {spec.name} has dynamic shape {spec.shape_text()}; using {list(shape)}" + \
+           (f" ({'; '.join(why)})" if why else "") + f". Set it with --input-shapes {example}"
     if open_named:
         text += (", or by name for every input that has " + ("it" if len(open_named) == 1 else "them") + ": "
-                 f"--input-shapes {' '.join(f'{name}=1' for name in open_named)}")
+                 f"--input-shapes {' '.join(f'{name}={chosen[name]}' for name in open_named)}")
     warn(text)
+    return words
 
 
 def _check_override(spec: TensorSpec, shape: tuple[int, ...]) -> None:

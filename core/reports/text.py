@@ -49,6 +49,8 @@ class TextReporter:
         self.show_unmatched = plan.show_unmatched
         self.labels: dict[str, str] = {}  # each live backend with its framework's version (the header, the summary)
         self.shown: dict[str, str] = {}  # the name used line by line: a backend under another Python by its label
+        # the --input-shapes words of the dynamic dimensions' sizes cmpx chose, said once if a backend fails on them
+        self.chosen = list(dict.fromkeys(word for spec in plan.inputs for word in spec.chosen))
 
     def name(self, backend: str) -> str:
         return self.shown.get(backend, backend)
@@ -117,6 +119,10 @@ class TextReporter:
                      "model, in a scratch file removed after the run: --save-transformed DIR keeps it to look at"
                      + (", and --keep-fp32 NODE_OR_OP keeps in float32 a node the converter got wrong"
                         if transform in ("fp16", "bf16") else ""))
+        if self.chosen and error.phase in ("load", "infer"):
+            self.say(f"  hint: cmpx chose the sizes of the model's dynamic dimensions ({' '.join(self.chosen)}); if "
+                     f"the model needs others, give them: --input-shapes {' '.join(self.chosen)} with your sizes")
+            self.chosen = []  # once
         if isinstance(error, BackendCrashed) and error.stderr_tail:
             self.say_block(f"last lines of its stderr:\n{error.stderr_tail}")
         elif self.debug and error.__cause__ is not None:
