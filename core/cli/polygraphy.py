@@ -94,6 +94,11 @@ COMMANDS: dict[str, str] = {  # Polygraphy's other commands, and what cmpx does 
     "check": "cmpx run --validate checks outputs for NaN and Inf; cmpx reads any model ONNX Runtime loads",
     "template": "cmpx has no script templates; its Python API runs the same comparison: cmpx.run(...) "
                 "(docs/api.md)",
+    "data": "cmpx needs no data files merged: --load-inputs reads Polygraphy's JSON (a file holding more tensors "
+            "than the model's inputs, such as layer-wise outputs, feeds the inputs it has, with one warning), and "
+            "'cmpx reduce' feeds each candidate its input tensors itself",
+    "plugin": "cmpx's plugins are Python packages registered through the 'cmpx' entry-point group; 'cmpx plugins' "
+              "lists them (docs/plugins.md)",
 }
 DEBUG_OPTIONS: dict[str, str] = {  # options of 'polygraphy debug' given to cmpx run
     "--mode": "cmpx reduce searches by itself (bisection, then node by node) and needs no --mode",
