@@ -63,8 +63,10 @@ def pytest_collection_modifyitems(config, items):
     reason = cuda_problem()
     if reason is None:
         try:
-            import tensorrt  # noqa: F401
+            import tensorrt
         except ImportError:
+            tensorrt = None
+        if getattr(tensorrt, "__file__", None) is None:  # tensorrt-stubs alone make an empty namespace package
             reason = "TensorRT is not installed (pip install 'cmpx[trt]')"
     if reason is None:
         return

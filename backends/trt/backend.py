@@ -7,7 +7,7 @@ below; profiles, option values, precision and layer selection are plain function
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -15,10 +15,13 @@ import cmpx
 from cmpx.dtypes import numpy_dtype
 from cmpx_trt.build_progress import BuildPhases
 from cmpx_trt.engines import check_engine_options, engine_profiles, is_engine, numpy_name
-from cmpx_trt.layers import LayerOutput, select_outputs
+from cmpx_trt.layers import LOOP_TYPES, LayerOutput, select_outputs
 from cmpx_trt.probe import cuda_problem
 from cmpx_trt.profiles import build_profiles, profile_for
 from cmpx_trt.settings import parse_optimization_level, parse_pool_limits, precision_plan
+
+if TYPE_CHECKING:  # the parameters' TensorRT classes (tests/test_trt_api_names.py checks them)
+    import tensorrt
 
 
 class TrtUnavailable(RuntimeError):
@@ -33,6 +36,8 @@ def _import_stack():
         import tensorrt
     except ImportError:
         raise TrtUnavailable("TensorRT is not installed: pip install 'cmpx[trt]'") from None
+    if getattr(tensorrt, "__file__", None) is None:  # a namespace package: only tensorrt-stubs' .pyi files
+        raise TrtUnavailable("TensorRT is not installed (only its type stubs, tensorrt-stubs): pip install 'cmpx[trt]'")
     try:
         import pycuda.autoinit  # noqa: F401  (creates the CUDA context of this worker)
         import pycuda.driver
@@ -118,7 +123,7 @@ class TrtBackend(cmpx.Backend):
                 f.write(memoryview(serialized))
         return bytes(memoryview(serialized))
 
-    def _mark(self, network) -> None:
+    def _mark(self, network: tensorrt.INetworkDefinition) -> None:
         """Mark the ONNX tensors cmpx asks for (--mark-all, --onnx-outputs) and --trt-outputs names and patterns
         (same forms as --onnx-outputs: 'mark all', '*', fnmatch patterns, @file)."""
         from cmpx.model.marking import expand_words
@@ -126,12 +131,11 @@ class TrtBackend(cmpx.Backend):
         patterns = expand_words("--trt-outputs", self.options.get("outputs") or ())
         if not (self.marked or patterns):
             return
-        loop_types = {"TRIP_LIMIT", "RECURRENCE", "ITERATOR", "LOOP_OUTPUT"}
         outputs, in_loop = [], False
         for index in range(network.num_layers):
             layer = network.get_layer(index)
             kind = layer.type.name
-            in_loop = in_loop or kind in loop_types
+            in_loop = in_loop or kind in LOOP_TYPES
             for k in range(layer.num_outputs):
                 tensor = layer.get_output(k)
                 outputs.append(LayerOutput(tensor.name, kind, tensor.is_shape_tensor, in_loop))
@@ -145,7 +149,8 @@ class TrtBackend(cmpx.Backend):
             if name not in existing:
                 network.mark_output(tensors[name])
 
-    def _add_profiles(self, builder, network, config) -> None:
+    def _add_profiles(self, builder: tensorrt.Builder, network: tensorrt.INetworkDefinition,
+                      config: tensorrt.IBuilderConfig) -> None:
         inputs = [network.get_input(i) for i in range(network.num_inputs)]
         if all(all(d >= 0 for d in tensor.shape) for tensor in inputs) and not self.options.get("min_shapes"):
             return
@@ -158,7 +163,7 @@ class TrtBackend(cmpx.Backend):
                 trt_profile.set_shape(name, low, opt, high)
             config.add_optimization_profile(trt_profile)
 
-    def _timing_cache(self, config) -> None:
+    def _timing_cache(self, config: tensorrt.IBuilderConfig) -> None:
         data = b""
         if self.options.get("load_timing_cache"):
             with open(self.options["load_timing_cache"], "rb") as f:

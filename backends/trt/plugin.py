@@ -3,7 +3,9 @@ metadata, and TensorRT itself is imported only inside the backend's worker."""
 
 from cmpx import BackendOption, hookimpl, installed
 
-DISTRIBUTIONS = ("tensorrt", "tensorrt-cu13", "tensorrt-cu12", "tensorrt-lean-cu12")
+# What ``import tensorrt`` comes from. Not the lean runtime (tensorrt-lean-cu12): it is ``tensorrt_lean``, which the
+# backend does not import (tests install it to check the backend's names against).
+DISTRIBUTIONS = ("tensorrt", "tensorrt-cu13", "tensorrt-cu12")
 
 
 def installed_version() -> str | None:
