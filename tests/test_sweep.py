@@ -142,7 +142,7 @@ args = "--backend onnxrt --backend faulty -p cmpx_test_faulty --faulty-fault inf
     marker = uuid.uuid4().hex
     process = subprocess.Popen([sys.executable, "-m", "cmpx", "sweep", str(sweep), "--out", str(out), "--jobs", "1"],
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO,
-                               env=dict(os.environ, PYTHONUNBUFFERED="1", CMPX_TEST_MARK=marker))
+                               env=dict(os.environ, PYTHONUNBUFFERED="1", CMPX_TEST_MARK=marker, PYTHONFAULTHANDLER="1"))
     deadline = time.monotonic() + 60
     # conv/ref finishes, then conv/hang starts: wait until its run's two workers are up
     while time.monotonic() < deadline and not (
@@ -155,9 +155,13 @@ args = "--backend onnxrt --backend faulty -p cmpx_test_faulty --faulty-fault inf
     try:  # read while waiting: a sweep blocked on a full pipe would look like a hang
         printed, _ = process.communicate(timeout=30)
     except subprocess.TimeoutExpired:
-        process.kill()
+        where = subprocess.run(["ps", "-o", "pid,ppid,stat,wchan:24,etime,args", "-e"], capture_output=True,
+                               text=True).stdout
+        where = "\n".join(line[:200] for line in where.splitlines() if marker in line or "cmpx" in line)
+        process.send_signal(signal.SIGABRT)  # PYTHONFAULTHANDLER: its threads' stacks, in what it printed
         printed, _ = process.communicate()
-        raise AssertionError(f"the sweep did not stop within 30 s of Ctrl-C; it printed:\n{printed}") from None
+        raise AssertionError(f"the sweep did not stop within 30 s of Ctrl-C; it printed:\n{printed}\n"
+                             f"processes then:\n{where}") from None
     assert process.returncode == 130, printed
     assert time.monotonic() - started < 10, printed
     assert "Interrupted: 1 of 4 cells have results" in printed

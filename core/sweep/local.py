@@ -48,7 +48,7 @@ class LocalExecutor:
             raise
         finally:
             for runner in started:
-                runner.stop()
+                runner.stop(grace=0.0 if runner in busy else 10.0)  # one interrupted but silent: no more waiting
 
     @staticmethod
     def _interrupt(busy: dict[RunnerProcess, Job], events: Events) -> None:
