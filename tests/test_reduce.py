@@ -1,8 +1,13 @@
 """cmpx reduce through the real CLI, real workers and real backends: what it keeps, what it writes, and that what it
 writes fails by itself."""
 
+import json
 import math
+import os
 import re
+import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -42,6 +47,31 @@ def test_the_two_fault_chain_reduces_to_one_node_that_still_fails(run_cli, tmp_p
     # the reference computes the node as it did inside the model: the written run pins the disagreement down
     reference = run_cli("run", out, "--backend", "onnxref", "--load-inputs", inputs, "--load-outputs", outputs)
     assert reference.exit_code == 0, reference.output
+
+
+def test_the_reduced_models_data_as_polygraphy_json_makes_polygraphy_fail_on_it_too(run_cli, tmp_path):
+    """#29 item 6: --save-inputs/--save-outputs ending in .json write Polygraphy's files, and cmpx prints the
+    polygraphy run line that checks the reduced model; Polygraphy fails on it as cmpx does."""
+    model = modelgen.save(modelgen.two_faults(), tmp_path / "two_faults.onnx")
+    out, inputs, outputs = tmp_path / "reduced.onnx", tmp_path / "in.json", tmp_path / "golden.json"
+    result = run_cli("reduce", model, "--backend", "onnxrt", "--backend", "onnxref", "-o", out, "--save-inputs",
+                     inputs, "--save-outputs", outputs, "--atol", "1e-4")
+    assert result.exit_code == 1, result.output
+    assert f"wrote {out}, its inputs {inputs} and onnxref's outputs {outputs}" in result.output
+    assert not (tmp_path / "reduced.inputs").exists() and not (tmp_path / "reduced.outputs").exists()
+    line = next(l for l in result.output.splitlines() if l.startswith("with Polygraphy: "))
+    fresh = tmp_path / "fresh.onnx"
+    same = run_cli("reduce", model, "--backend", "onnxrt", "--backend", "onnxref", "-o", fresh, "--save-inputs", fresh)
+    assert same.exit_code == 2 and "-o, --save-inputs and --save-outputs must name three different paths" in same.output
+    assert line == (f"with Polygraphy: polygraphy run {out} --onnxrt --load-inputs {inputs} --load-outputs "
+                    f"{outputs} --atol 1e-4")
+    assert json.loads(outputs.read_text())["polygraphy_class"] == "RunResults"
+    words = shlex.split(line.removeprefix("with Polygraphy: "))
+    polygraphy = subprocess.run([os.path.join(os.path.dirname(sys.executable), "polygraphy"), *words[1:]],
+                                capture_output=True, text=True, timeout=300)
+    assert polygraphy.returncode != 0, polygraphy.stdout + polygraphy.stderr
+    assert "FAILED" in polygraphy.stdout + polygraphy.stderr
+    assert "t20" in polygraphy.stdout + polygraphy.stderr  # the output it compared, by name
 
 
 def test_a_crash_on_one_op_type_reduces_to_that_node(run_cli, tmp_path):
@@ -158,7 +188,7 @@ def test_backends_that_cannot_run_the_model_at_all(run_cli, tmp_path):
 
 
 @pytest.mark.parametrize("args, message", [
-    (("--backend", "onnxrt", "--backend", "onnxref", "--save-outputs", "x"), "does not take --save-outputs"),
+    (("--backend", "onnxrt", "--backend", "onnxref", "--load-outputs", "x"), "does not take --load-outputs"),
     (("--backend", "onnxrt", "--backend", "onnxref", "--mark-all"), "does not take --mark-all"),
     (("--backend", "onnxrt"), "give at least two --backend"),
     (("--backend", "onnxrt", "--backend", "onnxref", "--atol", "nope"), "--atol"),

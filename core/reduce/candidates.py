@@ -80,7 +80,7 @@ class CandidateMaker:
              inline_limit: int | None = None) -> Candidate:
         """Write candidate ``number``: the subgraph to ``model`` and its inputs to ``inputs_run`` (by default in a
         directory of its own under this maker's directory)."""
-        from cmpx.saved.cmpx_format import RunWriter
+        from cmpx.saved.polygraphy_writer import run_writer
 
         nodes = self.nodes(window)
         inputs, outputs = boundary(self.index, nodes)
@@ -90,7 +90,7 @@ class CandidateMaker:
             os.makedirs(folder, exist_ok=True)
             model, inputs_run = os.path.join(folder, "model.onnx"), os.path.join(folder, "inputs")
         shapes: dict[str, Any] = {}
-        writer = RunWriter(inputs_run, "inputs", model, "cmpx reduce")
+        writer = run_writer(inputs_run, "inputs", model, "cmpx reduce")  # a .json path: Polygraphy's file
         try:
             for iteration in range(self.values.iterations):
                 arrays = self.values.load(iteration, inputs)

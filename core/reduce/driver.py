@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from cmpx.errors import ExitCode, UsageError
+from cmpx.reduce.command_lines import backend_option_words, comparison_words, polygraphy_command
 from cmpx.reduce.observe import FAIL_ON, FAILING, Observation, Observer
 
 if TYPE_CHECKING:
@@ -27,8 +28,7 @@ if TYPE_CHECKING:
     from cmpx.request import RunRequest
 
 # Options cmpx reduce sets itself on the runs it makes, or that name files one run would write.
-REFUSED = {"load_outputs": "the reference is a live backend", "save_outputs": "it writes the reference's outputs "
-           "beside -o", "save_inputs": "it writes the inputs beside -o", "mark_all": "it marks what it needs",
+REFUSED = {"load_outputs": "the reference is a live backend", "mark_all": "it marks what it needs",
            "onnx_outputs": "it marks what it needs", "onnx_exclude_outputs": "it marks what it needs",
            "local_error": "run it on the reduced model", "report_json": "it runs many models",
            "junit": "it runs many models", "report_html": "it runs many models", "log_file": "it runs many models",
@@ -48,8 +48,8 @@ class ReduceOptions:
 class Written:
     """Where the result goes and how it is checked."""
 
-    inputs_run: str  # OUT.inputs
-    outputs_run: str  # OUT.outputs: the values backend's values of its outputs
+    inputs_run: str  # OUT.inputs, or --save-inputs (a .json path: Polygraphy's file)
+    outputs_run: str  # OUT.outputs, or --save-outputs: the values backend's values of its outputs
     live: tuple[str, ...]  # the words of the backends that check it: all but the one whose values it holds
     request: RunRequest  # the request they check it with (their backends' options only)
     every: tuple[str, ...]  # every backend's words and options: the command comparing them live on what is written
@@ -79,8 +79,10 @@ def _reduce(options: ReduceOptions, checked: Preflight, observer: Observer, echo
             started: float) -> ExitCode:
     from cmpx.transport.runspace import RunSpace
 
+    inputs_run, outputs_run = _outputs(options)
+    # the runs cmpx reduce makes save nothing themselves: what it writes goes where --save-inputs/--save-outputs say
+    options = replace(options, request=replace(options.request, save_inputs=None, save_outputs=None))
     request, fail_on = options.request, options.fail_on
-    inputs_run, outputs_run = _outputs(options.output)
     whole = observer(request, echo if options.verbose else None)
     for warning in whole.warnings:
         echo(f"warning: {warning}")
@@ -115,10 +117,10 @@ def _reduce(options: ReduceOptions, checked: Preflight, observer: Observer, echo
         source = maker.values.backend
         live = {b.name: word for b, word in zip(checked.backends, request.backends) if b.name != source}
         verifying = _for_backends(request, checked, set(live))
-        shown = _backend_option_words(verifying, checked, set(live))
+        shown = backend_option_words(verifying, checked, set(live))
         every = tuple(part for word in request.backends for part in ("--backend", word)) + \
             (("--reference", request.reference) if request.reference else ()) + \
-            _backend_option_words(request, checked, {b.name for b in checked.backends})
+            backend_option_words(request, checked, {b.name for b in checked.backends})
         marking = next(b.spec.marking_changes_fusion for b in checked.backends if b.name == source)
         why = (f"{source} computed its saved values with every tensor marked, which changes what it computes (its "
                "layer fusion)") if marking else None
@@ -128,17 +130,28 @@ def _reduce(options: ReduceOptions, checked: Preflight, observer: Observer, echo
         space.close()
 
 
-def _outputs(output: str) -> tuple[str, str]:
-    """Where the reduced model's inputs and reference outputs go: OUT.inputs and OUT.outputs beside it."""
-    stem = os.path.splitext(output)[0]
-    return stem + ".inputs", stem + ".outputs"
+def _outputs(options: ReduceOptions) -> tuple[str, str]:
+    """Where the reduced model's inputs and reference outputs go: --save-inputs and --save-outputs (cmpx runs, or
+    Polygraphy's JSON for .json paths, which polygraphy run reads), by default OUT.inputs and OUT.outputs beside
+    it."""
+    stem = os.path.splitext(options.output)[0]
+    return options.request.save_inputs or stem + ".inputs", options.request.save_outputs or stem + ".outputs"
+
+
+def _check_saved_output(option: str, path: str, directory_ok: bool) -> None:
+    from cmpx.outputs import check_directory_output, check_file_output
+
+    if path.lower().endswith(".json"):
+        check_file_output(option, path)
+    else:
+        check_directory_output(option, path, directory_ok)
 
 
 def _check(options: ReduceOptions, checked: Preflight) -> None:
     """Usage errors, before anything runs."""
     from cmpx.comparison.pairing import check_reference
     from cmpx.model.info import read_model
-    from cmpx.outputs import check_directory_output, check_file_output
+    from cmpx.outputs import check_file_output
 
     request = options.request
     for name, why in REFUSED.items():
@@ -160,9 +173,17 @@ def _check(options: ReduceOptions, checked: Preflight) -> None:
     if options.fail_on is not None and options.fail_on not in FAIL_ON:
         raise UsageError(f"--fail-on {options.fail_on}: choose {', '.join(FAIL_ON)}")
     check_file_output("-o", options.output)
-    inputs_run, outputs_run = _outputs(options.output)
-    check_directory_output("-o (its inputs)", inputs_run, True)
-    check_directory_output("-o (its reference outputs)", outputs_run, True)
+    inputs_run, outputs_run = _outputs(options)
+    if len({os.path.realpath(p) for p in (options.output, inputs_run, outputs_run)}) < 3:
+        raise UsageError("-o, --save-inputs and --save-outputs must name three different paths")
+    _check_saved_output("--save-inputs" if request.save_inputs else "-o (its inputs)", inputs_run, True)
+    _check_saved_output("--save-outputs" if request.save_outputs else "-o (its reference outputs)", outputs_run,
+                        True)
+    if outputs_run.lower().endswith(".json"):
+        structured = [o.name for o in read_model(request.model).outputs if not o.is_tensor]
+        if structured:
+            raise UsageError(f"--save-outputs {outputs_run}: Polygraphy's JSON holds tensors only, and the model's "
+                             f"output {structured[0]} is not one; save to a directory (a cmpx run)")
 
 
 def _check_not_the_model(output: str, model: str) -> None:
@@ -297,9 +318,9 @@ def _fails_anywhere(options: ReduceOptions, maker: CandidateMaker, kept: list[in
 
 def _write_outputs(maker: CandidateMaker, candidate: Candidate, path: str) -> None:
     """The values backend's values of the candidate's outputs, every iteration, as a cmpx saved run."""
-    from cmpx.saved.cmpx_format import RunWriter
+    from cmpx.saved.polygraphy_writer import run_writer
 
-    writer = RunWriter(path, "outputs", candidate.model, "cmpx reduce")
+    writer = run_writer(path, "outputs", candidate.model, "cmpx reduce")
     try:
         for iteration in range(maker.values.iterations):
             outputs = [name for name in candidate.outputs if name in maker.known]
@@ -329,14 +350,18 @@ def _verify(options: ReduceOptions, maker: CandidateMaker, candidate: Candidate,
     check = replace(compared, backends=live, load_outputs=(outputs_run,), reference=label if len(live) > 1 else None)
     command = " ".join(["cmpx run", candidate.model, *(f"--backend {word}" for word in live), "--load-inputs",
                         candidate.inputs_run, "--load-outputs", outputs_run] +
-                       ([f"--reference {label}"] if len(live) > 1 else []) + _comparison_words(check) +
+                       ([f"--reference {label}"] if len(live) > 1 else []) + comparison_words(check) +
                        list(options.shown))
     seen = observer(check)
     if seen.shows(fail_on, expected):
         echo(f"reproduce: {command}  -> {seen.verdict()}")
+        polygraphy = polygraphy_command(candidate.model, candidate.inputs_run, outputs_run, live,
+                                        comparison_words(check) + list(options.shown))
+        if polygraphy:
+            echo(f"with Polygraphy: {polygraphy}")
         return True
     together = " ".join(["cmpx run", candidate.model, *written.every, "--load-inputs", candidate.inputs_run] +
-                        _comparison_words(compared))
+                        comparison_words(compared))
     shown = "passes" if seen.passed else f"could not run ({seen.error})" if seen.error is not None else \
         f"shows no failure that counts (failing means {FAILING[fail_on]}): {seen.showed()}"
     echo(f"not reproduced: against {source}'s saved outputs, {candidate.model} {shown}, though "
@@ -346,46 +371,3 @@ def _verify(options: ReduceOptions, maker: CandidateMaker, candidate: Candidate,
     for message in seen.uncounted_messages(fail_on, expected):
         echo(f"  {message}")
     return False
-
-
-def _comparison_words(request: RunRequest) -> list[str]:
-    """The comparison options of ``request`` (tolerances, metrics, thresholds...) as command-line words, so that
-    the printed command fails as the candidate did."""
-    import shlex
-
-    from cmpx.run_options import COMPARISON, FLAG, RUN_OPTIONS, WORDS
-
-    words: list[str] = []
-    for option in RUN_OPTIONS:
-        value = getattr(request, option.name, None)
-        if option.group != COMPARISON or value in (None, False, (), []):
-            continue
-        if option.kind == FLAG:
-            words.append(option.flags[0])
-        elif option.kind == WORDS:
-            words += [part for word in value for part in (option.flags[0], shlex.quote(str(word)))]
-        else:
-            words += [option.flags[0], shlex.quote(str(value))]
-    for metric, values in sorted(request.thresholds.items()):
-        words += [part for word in values for part in (f"--{metric}-threshold", shlex.quote(str(word)))]
-    return words
-
-
-def _backend_option_words(request: RunRequest, checked: Preflight, names: set[str]) -> tuple[str, ...]:
-    """The options of the backends ``names`` given other values than their defaults, as command-line words (each
-    backend's once, though two of its instances run)."""
-    import shlex
-
-    words: list[str] = []
-    specs = {backend.spec.name: backend.spec for backend in checked.backends if backend.name in names}
-    for spec in specs.values():
-        for option in spec.options:
-            value = request.backend_options.get(spec.param(option))
-            if not option.given(value):
-                continue
-            if value is True:
-                words.append(spec.flag(option))
-                continue
-            for item in value if isinstance(value, (list, tuple)) else [value]:
-                words += [spec.flag(option), shlex.quote(str(item))]
-    return tuple(words)
