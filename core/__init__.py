@@ -20,20 +20,22 @@ if TYPE_CHECKING:
     from cmpx.api import run
     from cmpx.comparison.compare import ComparisonContext
     from cmpx.errors import BackendCrashed, BackendFailed, BackendTimeout, CmpxError, ExitCode, ModelError, \
-        PluginError, RunInterrupted, UsageError
+        PluginError, UsageError
     from cmpx.hookspecs import hookimpl
     from cmpx.model.info import TensorSpec
     from cmpx.registry import BackendOption
     from cmpx.report import Report
+    from cmpx.report_data import RunInterrupted
     from cmpx.results import MetricResult
 
-__version__ = "0.1.0"
+from cmpx._version import __version__
 
 _LAZY = {
     "run": "cmpx.api", "Report": "cmpx.report", "hookimpl": "cmpx.hookspecs", "BackendOption": "cmpx.registry",
     "TensorSpec": "cmpx.model.info", "MetricResult": "cmpx.results", "ComparisonContext": "cmpx.comparison.compare",
     **dict.fromkeys(("CmpxError", "UsageError", "ModelError", "PluginError", "BackendFailed", "BackendCrashed",
-                     "BackendTimeout", "RunInterrupted", "ExitCode"), "cmpx.errors"),
+                     "BackendTimeout", "ExitCode"), "cmpx.errors"),
+    "RunInterrupted": "cmpx.report_data",
 }
 
 __all__ = ["Backend", "BackendCrashed", "BackendFailed", "BackendOption", "BackendTimeout", "CmpxError",

@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import re
 from enum import IntEnum
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from cmpx.report import Report
+from typing import Any
 
 
 class ExitCode(IntEnum):
@@ -111,16 +108,6 @@ class BackendTimeout(BackendFailed):
         limit = "the limit for starting a worker" if phase == "start" else "--timeout"
         super().__init__(backend, phase, f"no answer within {seconds:g} s ({limit}); worker stopped")
         self.seconds = seconds
-
-
-class RunInterrupted(KeyboardInterrupt):
-    """Ctrl-C, SIGTERM or SIGHUP during a run, raised after cleanup; ``report`` holds what finished."""
-
-    exit_code = ExitCode.INTERRUPTED
-
-    def __init__(self, report: Report | None = None):
-        super().__init__()
-        self.report = report
 
 
 def exit_code_of(exc: BaseException) -> ExitCode:

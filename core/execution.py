@@ -17,7 +17,8 @@ from cmpx.memory import available_memory
 from cmpx.plan import RunPlan
 from cmpx.reports.reporter import Reporter
 from cmpx.results import RunResult
-from cmpx.runtimes import from_hello, labels
+from cmpx.runtimes import labels
+from cmpx.transport.foreign import runtime_from_hello
 from cmpx.saved.cmpx_format import RunWriter
 from cmpx.saved.polygraphy_writer import run_writer
 from cmpx.transport import runspace, supervisor
@@ -185,7 +186,7 @@ def _start(run: _Run) -> None:
     for backend in run.plan.backends:
         if backend.name in hellos:
             worker = run.workers[backend.name]
-            run.result.runtimes[backend.name] = from_hello(hellos[backend.name], backend.python is not None,
+            run.result.runtimes[backend.name] = runtime_from_hello(hellos[backend.name], backend.python is not None,
                                                            worker.code_dir)
 
 

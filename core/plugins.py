@@ -11,7 +11,8 @@ from typing import Any
 
 import pluggy
 
-from cmpx import __version__, hookspecs, installed
+from cmpx import hookspecs, installed
+from cmpx._version import __version__
 from cmpx.errors import PluginError
 from cmpx.registry import BackendRegistry, DataLoaderRegistry, MetricRegistry, Provenance, TransformRegistry
 

@@ -4,16 +4,19 @@ another Python (``--backend onnxrt@/opt/ort-1.20/bin/python``). Plain data; no n
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from cmpx.transport.foreign import runs_linked_code
 
-if TYPE_CHECKING:
-    from cmpx.plan import BackendPlan
+
+class NamedBackend(Protocol):
+    """What the reports' names of a backend need of it (a cmpx.plan.NamedBackend)."""
+
+    name: str  # NAME, NAME#2, NAME:fp16, NAME@PYTHON
+    short_name: str  # without its Python
+    python: str | None  # the Python it runs under, when not the coordinator's
 
 
 @dataclass
@@ -40,21 +43,12 @@ class BackendRuntime:
         return asdict(self)
 
 
-def from_hello(hello: Mapping[str, Any], separate: bool, code_dir: str | None) -> BackendRuntime:
-    cmpx_path = str(hello.get("cmpx", ""))
-    linked = runs_linked_code(cmpx_path, code_dir)
-    return BackendRuntime(str(hello.get("python", "")), str(hello.get("python_version", "")),
-                          str(hello.get("prefix", "")), bool(hello.get("venv")), separate,
-                          os.path.realpath(cmpx_path) if linked else cmpx_path, str(hello.get("cmpx_version", "")),
-                          linked)
-
-
-def labels(backends: Sequence[BackendPlan], runtimes: Mapping[str, BackendRuntime]) -> dict[str, str]:
+def labels(backends: Sequence[NamedBackend], runtimes: Mapping[str, BackendRuntime]) -> dict[str, str]:
     """Each live backend's name in the reports, with its framework's version where known: ``onnxrt 1.32.0``, and
     for a backend under another Python ``onnxrt 1.20.1 (/opt/ort-1.20)`` (its ``NAME@PYTHON`` name until its worker
     has said where it runs). Should two come out the same, they show their full names."""
 
-    def label(backend: BackendPlan, base: str) -> str:
+    def label(backend: NamedBackend, base: str) -> str:
         runtime = runtimes.get(backend.name)
         if runtime is None:
             return backend.name
@@ -67,7 +61,7 @@ def labels(backends: Sequence[BackendPlan], runtimes: Mapping[str, BackendRuntim
             for backend in backends}
 
 
-def linked_note(backend: BackendPlan, runtime: BackendRuntime) -> str:
+def linked_note(backend: NamedBackend, runtime: BackendRuntime) -> str:
     """One line on where a backend under another Python ran, and whether cmpx linked its worker code there."""
     where = f"{runtime.python} (Python {runtime.python_version})"
     if runtime.linked:

@@ -19,7 +19,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from cmpx.errors import OutputFailed, RunInterrupted
+from cmpx.errors import OutputFailed
+from cmpx.report_data import RunInterrupted
 from cmpx.planner import build_plan
 from cmpx.preflight import preflight
 from cmpx.report import Report

@@ -75,7 +75,8 @@ def _run(keep: Callable[[Any], Any]) -> int:
             from cmpx.transport.pool import WorkerPool
 
             pool = keep(WorkerPool(count))
-        from cmpx.cli.main import Invocation, cli
+        from cmpx.cli.invocation import Invocation
+        from cmpx.cli.main import cli
 
         return cli.main(args, prog_name="cmpx", invocation=Invocation(scan, pool), standalone_mode=False)
     except (OSError, ImportError) as exc:  # out of files or processes before the CLI's handling is in place

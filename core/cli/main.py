@@ -6,50 +6,20 @@ import signal
 import sys
 import threading
 import traceback
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
-from cmpx import __version__
-from cmpx.cli.argv import Prescan, prescan
+from cmpx._version import __version__
+from cmpx.cli.argv import prescan
 from cmpx.cli.env_cmd import env_group
+from cmpx.cli.invocation import Invocation, invocation
 from cmpx.cli.reduce_cmd import reduce_command
 from cmpx.cli.sweep_cmd import sweep_command
-from cmpx.errors import CmpxError, ExitCode, RunInterrupted, exit_code_of
+from cmpx.errors import CmpxError, ExitCode, exit_code_of
 from cmpx.limits import exhausted
-from cmpx.plugins import PluginSet, PluginSettings, make_plugin_manager
 from cmpx.printable import printable
-
-if TYPE_CHECKING:
-    from cmpx.transport.pool import WorkerPool
-
-
-@dataclass
-class Invocation:
-    """The command line being run: what the prescan found, its plugins (loaded on first use) and the pool of
-    workers started ahead for a run (cmpx.cli.launch). It holds no run state: a run's is its Session's."""
-
-    prescan: Prescan = field(default_factory=Prescan)
-    pool: WorkerPool | None = None
-    _plugins: PluginSet | None = None
-
-    @property
-    def settings(self) -> PluginSettings:
-        return PluginSettings.from_cli(self.prescan.plugin_args)
-
-    @property
-    def plugins(self) -> PluginSet:
-        if self._plugins is None:
-            settings = self.settings
-            self._plugins = make_plugin_manager(autoload=settings.autoload, extra=settings.extra,
-                                                blocked=settings.blocked)
-        return self._plugins
-
-
-def invocation(ctx: click.Context) -> Invocation:
-    return ctx.find_root().obj
-
+from cmpx.report_data import RunInterrupted
 
 class CmpxGroup(click.Group):
     """Builds the plugin manager on demand (never at import time) and converts errors to exit codes."""

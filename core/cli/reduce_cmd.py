@@ -36,8 +36,8 @@ Example:
                    "phase as on the full model), or either [default: what the full model shows]")
 @click.argument("words", nargs=-1, type=click.UNPROCESSED, metavar="MODEL --backend A --backend B [RUN OPTIONS]")
 def reduce_command(output: str, fail_on: str | None, words: tuple[str, ...]) -> int:
-    from cmpx.cli.main import invocation
-    from cmpx.cli.run import request_from_words
+    from cmpx.cli.invocation import invocation
+    from cmpx.cli.run_grammar import request_from_words
     from cmpx.printable import printable
     from cmpx.reduce.driver import ReduceOptions, reduce_model
 

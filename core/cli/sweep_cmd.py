@@ -48,7 +48,7 @@ See docs/sweep.md.
               "results (summary.md, summary.json, junit.xml and cells/ are replaced)")
 def sweep_command(sweep_file: str, out: str, jobs: int | None, executor: str, ray_address: str | None,
                   rerun: str | None, plugin_args: tuple[str, ...], force_out: bool) -> int:
-    from cmpx.cli.main import invocation
+    from cmpx.cli.invocation import invocation
     from cmpx.printable import printable
     from cmpx.reports.terminal import Progress
     from cmpx.sweep.driver import SweepOptions, run_sweep

@@ -74,7 +74,8 @@ def compare_output(name: str, actual: Any, reference: Any, settings: ComparisonS
     if isinstance(actual, Structured) or isinstance(reference, Structured):
         from cmpx.comparison.structural import compare_structured
 
-        return compare_structured(name, actual, reference, settings)
+        return compare_structured(name, actual, reference,
+                                  lambda name, actual, reference: compare_output(name, actual, reference, settings))
     if tuple(actual.shape) != tuple(reference.shape):
         return OutputResult(name, note=f"shape mismatch: {list(actual.shape)} vs reference "
                                        f"{list(reference.shape)}", failed_early=True)

@@ -3,26 +3,24 @@ exactly (lengths, map keys, shapes), then every value with the output's toleranc
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from cmpx.results import OutputResult
 from cmpx.structured import Structured, describe, difference, locate
 
-if TYPE_CHECKING:
-    from cmpx.comparison.compare import ComparisonSettings
 
-
-def compare_structured(name: str, actual: Any, reference: Any, settings: ComparisonSettings) -> OutputResult:
+def compare_structured(name: str, actual: Any, reference: Any,
+                       compare_values: Callable[[str, Any, Any], OutputResult]) -> OutputResult:
     """Compare two outputs of which at least one is a Structured (the other may be a plain tensor, e.g. an
-    optional that one backend returned as its tensor)."""
-    from cmpx.comparison.compare import compare_output
-
+    optional that one backend returned as its tensor); ``compare_values(name, actual, reference)`` compares their
+    values laid out flat (cmpx.comparison.compare, with the run's settings)."""
     mine, theirs = as_structured(actual), as_structured(reference)
     differs = difference(mine.skeleton, theirs.skeleton)
     if differs is not None:
         return OutputResult(name, note=f"structure differs at {differs}", failed_early=True)
-    result = compare_output(name, mine.values, theirs.values, settings)
+    result = compare_values(name, mine.values, theirs.values)
     note = f"{describe(mine.skeleton)}: same structure, {mine.size} value(s) compared in order"
     worst = next((m.data["abs"].get("max_index") for m in result.metrics
                   if isinstance(m.data.get("abs"), dict) and m.data["abs"].get("max_index")), None)

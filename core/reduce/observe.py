@@ -9,7 +9,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from cmpx.errors import BackendCrashed, BackendTimeout, CmpxError, RunInterrupted, telling_line
+from cmpx.errors import BackendCrashed, BackendTimeout, CmpxError, telling_line
+from cmpx.report_data import RunInterrupted
 
 if TYPE_CHECKING:
     from cmpx.errors import BackendFailed

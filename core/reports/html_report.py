@@ -15,7 +15,7 @@ from typing import Any
 
 from cmpx.errors import ExitCode
 from cmpx.outputs import write_file
-from cmpx.report import VERDICTS
+from cmpx.report_data import VERDICTS
 from cmpx.reports.figures import Picture
 from cmpx.reports.html_page import Cell, Content, Markup, Row, badge, details, element, key_values, render_page, \
     section, table

@@ -14,7 +14,7 @@ import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from cmpx import __version__
+from cmpx._version import __version__
 from cmpx.errors import BackendCrashed, BackendFailed, BackendTimeout, OutputFailed
 from cmpx.outputs import AtomicFile
 from cmpx.reports.reporter import SilentReporter
@@ -24,11 +24,11 @@ from cmpx.runtimes import labels
 if TYPE_CHECKING:
     from cmpx.plan import RunPlan
     from cmpx.registry import BackendSpec
-    from cmpx.report import Report
+    from cmpx.report_data import ReportData
     from cmpx.request import RunRequest
 
 
-def run_document(report: Report) -> dict[str, Any]:
+def run_document(report: ReportData) -> dict[str, Any]:
     """The report as a JSON-able dict (non-finite floats still floats: see ``strict``), from the results kept in
     memory; the --report-json file holds the same document with every iteration (see JsonReportWriter)."""
     values = [values_record(*entry) for entry in report.result.values]
@@ -49,7 +49,7 @@ def results_of(document: Mapping[str, Any], pair: Mapping[str, Any]) -> list[Map
             and (r.get("backend"), r.get("reference")) == (pair.get("backend"), pair.get("reference"))]
 
 
-def document_tail(report: Report) -> dict[str, Any]:
+def document_tail(report: ReportData) -> dict[str, Any]:
     plan, result = report.plan, report.result
     shown = labels(plan.backends, result.runtimes)
     backends: list[dict[str, Any]] = []
@@ -112,7 +112,7 @@ class JsonReportWriter(SilentReporter):
                                                                    allow_nan=False))
             self._count += 1
 
-    def finish(self, report: Report) -> None:
+    def finish(self, report: ReportData) -> None:
         """Write the rest of the document and put the file in place; raise what went wrong on the way."""
         if self._target is not None:
             self._write("\n], " + json.dumps(strict(document_tail(report)), indent=1, allow_nan=False)[1:] + "\n")
@@ -248,5 +248,5 @@ def strict(value: Any) -> Any:
     return value
 
 
-def to_json(report: Report, indent: int | None = 1) -> str:
+def to_json(report: ReportData, indent: int | None = 1) -> str:
     return json.dumps(strict(run_document(report)), indent=indent, allow_nan=False)

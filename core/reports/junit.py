@@ -10,10 +10,10 @@ from cmpx.outputs import write_file
 from cmpx.printable import xml_safe
 
 if TYPE_CHECKING:
-    from cmpx.report import Report
+    from cmpx.report_data import ReportData
 
 
-def junit_tree(report: Report) -> ET.ElementTree:
+def junit_tree(report: ReportData) -> ET.ElementTree:
     result = report.result
     cases: dict[tuple[str, str, str], list[tuple[int, bool, list[str]]]] = {}
     for pair in result.pairs:
@@ -54,7 +54,7 @@ def junit_tree(report: Report) -> ET.ElementTree:
     return ET.ElementTree(root)
 
 
-def write_junit_report(path: str, report: Report) -> None:
+def write_junit_report(path: str, report: ReportData) -> None:
     tree = junit_tree(report)
     ET.indent(tree)
     write_file("--junit", path, lambda f: tree.write(f, encoding="utf-8", xml_declaration=True), mode="wb")

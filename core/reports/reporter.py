@@ -9,7 +9,7 @@ if TYPE_CHECKING:
     from cmpx.comparison.values import ValueStats
     from cmpx.errors import BackendFailed
     from cmpx.runtimes import BackendRuntime
-    from cmpx.report import Report
+    from cmpx.report_data import ReportData
     from cmpx.results import NonFinite, PairResult
 
 
@@ -30,7 +30,7 @@ class Reporter(Protocol):
     def outputs_described(self, backend: str, iteration: int, stats: list[ValueStats]) -> None: ...
     def non_finite(self, finding: NonFinite) -> None: ...
     def worker_output(self, backend: str, text: str) -> None: ...
-    def finished(self, report: Report) -> None: ...
+    def finished(self, report: ReportData) -> None: ...
     def wrote(self, what: str, path: str) -> None: ...
 
 
@@ -67,7 +67,7 @@ class SilentReporter:
     def worker_output(self, backend: str, text: str) -> None:
         pass
 
-    def finished(self, report: Report) -> None:
+    def finished(self, report: ReportData) -> None:
         pass
 
     def wrote(self, what: str, path: str) -> None:
@@ -127,7 +127,7 @@ class Reporters:
         for reporter in self.reporters:
             reporter.worker_output(backend, text)
 
-    def finished(self, report: Report) -> None:
+    def finished(self, report: ReportData) -> None:
         for reporter in self.reporters:
             reporter.finished(report)
 

@@ -10,7 +10,7 @@ import math
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from cmpx import __version__
+from cmpx._version import __version__
 from cmpx.errors import BackendCrashed, BackendFailed, ExitCode, telling_line
 from cmpx.printable import printable, printable_lines
 from cmpx.reports.terminal import Progress, paint
@@ -19,7 +19,7 @@ from cmpx.runtimes import labels, linked_note
 
 if TYPE_CHECKING:
     from cmpx.plan import RunPlan
-    from cmpx.report import Report
+    from cmpx.report_data import ReportData
     from cmpx.runtimes import BackendRuntime
 
 DETAIL_INDENT = "        "
@@ -221,7 +221,7 @@ class TextReporter:
     def non_finite(self, finding: NonFinite) -> None:
         self.say(f"INVALID {finding} (--validate)", "INVALID")
 
-    def finished(self, report: Report) -> None:
+    def finished(self, report: ReportData) -> None:
         """The summary: per pair, per backend, failures and hints; then the verdict (unless interrupted)."""
         result = report.result
         for tally in result.tallies.values():

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from cmpx import __version__
+from cmpx._version import __version__
 from cmpx.dtypes import is_extension, numpy_dtype
 from cmpx.errors import OutputFailed
 from cmpx.saved.model import SavedFile, SavedSource

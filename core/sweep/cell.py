@@ -23,7 +23,8 @@ from cmpx.errors import ExitCode
 
 def run_cell(task: dict[str, Any]) -> dict[str, Any]:
     """Run ``task`` (cmpx.sweep.matrix.Cell.task) here; never raises but for a second interrupt."""
-    from cmpx.errors import CmpxError, ExitCode, RunInterrupted
+    from cmpx.errors import CmpxError, ExitCode
+    from cmpx.report_data import RunInterrupted
 
     started = time.monotonic()
     lines: list[str] = []
@@ -64,7 +65,7 @@ def _finish(outcome: dict[str, Any], lines: list[str], started: float) -> dict[s
 def _run(task: dict[str, Any], lines: list[str]):
     """The run itself: the words parsed by ``cmpx run``'s own command, a Session with the text report kept in
     ``lines``."""
-    from cmpx.cli.run import request_from_words
+    from cmpx.cli.run_grammar import request_from_words
     from cmpx.plugins import PluginSettings, make_plugin_manager
     from cmpx.reports.text import TextReporter
     from cmpx.session import Session

@@ -13,7 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from cmpx.errors import ExitCode, RunInterrupted, UsageError
+from cmpx.errors import ExitCode, UsageError
+from cmpx.report_data import RunInterrupted
 from cmpx.reports.terminal import Progress
 from cmpx.sweep.executors import Executor, Job
 from cmpx.sweep.matrix import Cell, cells, check_runs, model_digest

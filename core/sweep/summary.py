@@ -10,7 +10,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from cmpx import __version__
+from cmpx._version import __version__
 from cmpx.errors import ExitCode
 from cmpx.outputs import write_whole
 

@@ -15,8 +15,9 @@ from __future__ import annotations
 import importlib.util
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from cmpx.runtimes import BackendRuntime
 from cmpx.transport.worker import CANNOT_START, CANNOT_START_PREFIX
 
 if TYPE_CHECKING:
@@ -100,3 +101,12 @@ def runs_linked_code(cmpx_path: str, code_dir: str | None) -> bool:
     """Whether a worker that imported cmpx from ``cmpx_path`` (its ``hello``) runs the code linked into
     ``code_dir`` rather than a cmpx installed in its environment."""
     return code_dir is not None and os.path.dirname(os.path.abspath(cmpx_path)) == os.path.abspath(code_dir)
+
+
+def runtime_from_hello(hello: Mapping[str, Any], separate: bool, code_dir: str | None) -> BackendRuntime:
+    cmpx_path = str(hello.get("cmpx", ""))
+    linked = runs_linked_code(cmpx_path, code_dir)
+    return BackendRuntime(str(hello.get("python", "")), str(hello.get("python_version", "")),
+                          str(hello.get("prefix", "")), bool(hello.get("venv")), separate,
+                          os.path.realpath(cmpx_path) if linked else cmpx_path, str(hello.get("cmpx_version", "")),
+                          linked)

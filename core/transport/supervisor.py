@@ -233,7 +233,7 @@ def _take_reply(worker: Worker, expect: str, phase: str, request_id: int | None)
 
 
 def _protocol_mismatch(worker: Worker, hello: dict[str, Any]) -> str:
-    from cmpx import __version__
+    from cmpx._version import __version__
 
     installed = f"cmpx {hello['cmpx_version']}" if isinstance(hello.get("cmpx_version"), str) else "another cmpx"
     where = f"{worker.python} has {installed} installed" if worker.python else "the worker's Python has another " \

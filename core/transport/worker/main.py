@@ -62,11 +62,11 @@ def main(argv: list[str]) -> int:
 
 def hello() -> dict[str, Any]:
     """The first frame: the protocol this worker speaks, and where it runs (which Python, which cmpx)."""
-    import cmpx
+    from cmpx import _version
 
     return {"op": "hello", "pid": os.getpid(), "protocol": protocol.PROTOCOL_VERSION, "python": sys.executable,
             "python_version": sys.version.split()[0], "prefix": sys.prefix, "venv": sys.prefix != sys.base_prefix,
-            "cmpx": os.path.dirname(os.path.abspath(cmpx.__file__)), "cmpx_version": cmpx.__version__}
+            "cmpx": os.path.dirname(os.path.abspath(_version.__file__)), "cmpx_version": _version.__version__}
 
 
 class _Outbox:
