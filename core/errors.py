@@ -72,10 +72,6 @@ class BackendFailed(CmpxError):
         self.backend = backend
         self.phase = phase
         self.detail = message
-        self.remote_type: str | None = None  # the exception type raised in the worker, if it raised
-
-
-BackendError = BackendFailed  # the name used before the public API existed
 
 
 class RemoteTraceback(Exception):

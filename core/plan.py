@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any
 from cmpx.comparison.compare import ComparisonSettings
 from cmpx.comparison.postprocess import Postprocess
 from cmpx.model.info import ModelInfo, TensorSpec
-from cmpx.plugins import PluginSettings
 from cmpx.registry import BackendSpec
 
 if TYPE_CHECKING:
@@ -57,7 +56,6 @@ class RunPlan:
     reference: str | None
     comparison: ComparisonSettings
     timeouts: Mapping[str, float]  # seconds per load and per inference, by live backend name
-    plugin_settings: PluginSettings
     validate: bool = False
     saved_backends: Sequence[SavedBackend] = ()
     save_inputs: str | None = None

@@ -119,7 +119,7 @@ def build_plan(checked: Preflight, warn: Callable[[str], None], scratch: str | N
 
         slicing = plan_slicing(model, inputs, backends, mark, checked.memory_budget, scratch, warn, model_file)
     plan = RunPlan(model, inputs, backends, request.reference, checked.comparison, checked.timeouts,
-                   checked.settings, validate=request.validate, saved_backends=saved,
+                   validate=request.validate, saved_backends=saved,
                    save_inputs=request.save_inputs, save_outputs=request.save_outputs, iterations=iterations,
                    mark=mark, graph=graph, show_unmatched=request.show_unmatched, dropped=dropped,
                    output_map=output_map, postprocess=checked.postprocess, warm_up=request.warm_up,

@@ -44,7 +44,7 @@ class FakeTerminal(io.StringIO):
 
 def test_the_status_line_shows_each_backends_progress_next_to_its_name():
     terminal = FakeTerminal()
-    plan = RunPlan(None, (), (), None, ComparisonSettings([]), {}, PluginSettings())
+    plan = RunPlan(None, (), (), None, ComparisonSettings([]), {})
     reporter = TextReporter(plan, lambda *a, **k: None, progress=Progress.for_terminal(terminal))
     reporter.waiting("loading", ["onnxrt", "trt"], 42.0, {"trt": "building: Building engine 2/4"})
     assert "loading: onnxrt, trt (building: Building engine 2/4) 42.0 s" in terminal.getvalue()

@@ -8,9 +8,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from cmpx.errors import UsageError
 from cmpx.userfiles import open_regular
 
-ALL = ("mark all", "*")
-
-
 def expand_words(option: str, words: Iterable[str]) -> list[str]:
     """Names and patterns from ``words``: ``@file`` reads one per line (blank lines and # comments skipped);
     ``mark all`` (Polygraphy's spelling) and ``*`` mean every tensor."""

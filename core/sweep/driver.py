@@ -25,7 +25,6 @@ from cmpx.sweep.sweepfile import SweepFile, read_sweep_file
 from cmpx.sweep.tables import write_tables
 
 EXECUTORS = ("local", "ray")
-RERUN = ("failed", "all")
 
 
 @dataclass(frozen=True)

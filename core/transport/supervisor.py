@@ -227,7 +227,6 @@ def _take_reply(worker: Worker, expect: str, phase: str, request_id: int | None)
             worker.inbox.pop(index)
             error = BackendFailed(worker.name, phase, f"{message.get('type')}: {message.get('message')}")
             error.__cause__ = RemoteTraceback(message.get("traceback") or "")
-            error.remote_type = message.get("type")
             return error
     return None
 
