@@ -1,4 +1,5 @@
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +11,12 @@ from hypothesis import HealthCheck, settings
 # under test, so neither generation speed nor per-example time may fail a property test; its assertions still do.
 settings.register_profile("cmpx", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("cmpx")
+
+# A suite started in the background of a script (as CI may start it) inherits SIGINT ignored, as every background
+# job of a non-interactive shell does, and so would every cmpx it starts, which then rightly ignores Ctrl-C. The
+# tests that press Ctrl-C need it delivered: a handler here is reset to the default in each process started.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 HERE = Path(__file__).resolve().parent
 PLUGIN_DIR = HERE / "plugins"
