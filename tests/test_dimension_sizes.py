@@ -59,6 +59,48 @@ def test_conventions_images_and_audio():
     assert {c.what for c in CONVENTIONS} >= {"a batch", "a token sequence", "audio samples"}
 
 
+def test_what_a_new_user_exported_next(tmp_path):
+    """Found by trying exports from transformers and onnxruntime-genai: optimum's vision inputs name their channels,
+    a 3-D audio input has channels too, fused attention masks cover the past and the new token, and an
+    encoder-decoder's encoder sequence is no new token."""
+    vit = TensorSpec("pixel_values", "float32", ("batch_size", "num_channels", "height", "width"))
+    audio = TensorSpec("audio", "float32", ("batch", "channels", "num_samples"))
+    assert [s.shape for s in resolve_input_shapes([vit], {}, print)] == [(1, 3, 224, 224)]
+    assert resolve_input_shapes([audio], {}, print)[0].shape == (1, 1, 16000)
+    genai = [KV_CACHE[0], TensorSpec("attention_mask", "int64", ("batch_size", "total_sequence_length")),
+             *KV_CACHE[2:]]
+    assert resolve_input_shapes(genai, {}, print)[1].shape == (1, 17)
+    assert resolve_input_shapes(genai, {}, print, dims={"past_sequence_length": 4})[1].shape == (1, 5)
+    seq2seq = [TensorSpec("encoder_hidden_states", "float32", ("batch_size", "encoder_sequence_length", 8)),
+               *KV_CACHE]
+    warnings = []
+    shapes = [s.shape for s in resolve_input_shapes(seq2seq, {}, warnings.append)]
+    assert shapes[0] == (1, 16, 8) and shapes[1] == (1, 1)  # the encoder's sequence; one new decoder token
+    assert "encoder_sequence_length=16, cmpx's size for a token sequence" in warnings[0]
+
+
+def test_a_size_given_for_an_expression_sets_its_name_or_must_agree_with_it():
+    given = resolve_input_shapes(KV_CACHE, {"attention_mask": (1, 9)}, print)
+    assert [s.shape for s in given][2] == (1, 4, 8, 8)  # past_sequence_length + 1 = 9: the past is 8
+    with pytest.raises(UsageError, match=re.escape(
+            "--input-shapes attention_mask:[1,9] sets dimension past_sequence_length + 1 to 9, but with "
+            "past_sequence_length=16 it is 17")):
+        resolve_input_shapes(KV_CACHE, {"attention_mask": (1, 9), "past_key_values.0.key": (1, 4, 16, 8)}, print)
+
+
+def test_the_warning_says_why_from_every_size_and_names_a_fraction_as_such():
+    inputs = [TensorSpec("input_ids", "int64", ("batch_size", "sequence_length")),
+              TensorSpec("mask", "int64", ("batch_size", "past_sequence_length + sequence_length")),
+              TensorSpec("third", "float32", ("sequence/3",)),
+              TensorSpec("torch", "float32", ("CeilToInt(IntTrueDiv(s, 3))",))]
+    warnings = []
+    shapes = [s.shape for s in resolve_input_shapes(inputs, {}, warnings.append, dims={"past_sequence_length": 4,
+                                                                                       "s": 7})]
+    assert shapes == [(1, 1), (1, 5), (1,), (3,)]
+    assert "sequence_length=1, cmpx's size for one new token after a KV cache's past" in warnings[0]
+    assert "sequence/3 gives no whole size of 0 or more: 1" in warnings[1]  # (the mask's names were named)
+
+
 def test_data_from_files_leaves_what_it_does_not_know_open():
     resolved = resolve_input_shapes(KV_CACHE, {}, print, fill_dynamic=False, dims={"past_sequence_length": 3})
     assert resolved[1].shape == ("batch_size", 4) and resolved[2].shape == ("batch_size", 4, 3, 8)

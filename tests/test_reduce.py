@@ -301,3 +301,18 @@ def test_a_model_without_inputs_saves_and_loads_its_iterations(run_cli, tmp_path
     loaded = run_cli("run", model, "--backend", "onnxrt", "--backend", "onnxref", "--load-inputs", tmp_path / "in")
     assert loaded.exit_code == 0, loaded.output
     assert "over 2 iteration(s), 2 output(s)" in loaded.output, loaded.output
+
+
+def test_printed_commands_run_as_printed_in_either_tool():
+    """Per-output tolerances after one flag (Polygraphy keeps only the last of a repeated flag, so the default
+    would check the rest), quoted paths, and the model type Polygraphy cannot tell from a name without .onnx."""
+    from cmpx.reduce.command_lines import comparison_words, polygraphy_command
+    from cmpx.request import RunRequest
+
+    words = comparison_words(RunRequest(atol=("1e-9", "M:1")))
+    assert words[:3] == ["--atol", "1e-9", "M:1"] and words.count("--atol") == 1
+    line = polygraphy_command("my dir/reduced", "in.json", "g$old.json", ["onnxrt"], words)
+    assert line == ("polygraphy run 'my dir/reduced' --model-type onnx --onnxrt --load-inputs in.json --load-outputs "
+                    "'g$old.json' --atol 1e-9 M:1")
+    assert polygraphy_command("r.onnx", "in", "g.json", ["onnxrt"], []) is None  # a cmpx run Polygraphy cannot read
+    assert polygraphy_command("r.onnx", "i.json", "g.json", ["onnxref"], []) is None  # no such Polygraphy runner

@@ -27,27 +27,35 @@ class Convention:
     names: frozenset[str]  # dimension names, lower case
 
 
+NEW_TOKENS = frozenset({"sequence", "sequence_length", "sequence_len", "seq", "seq_len", "seq_length", "tokens",
+                        "num_tokens", "decoder_sequence_length", "text_length"})
 CONVENTIONS = (
     Convention("a batch", 1, frozenset({"batch", "batch_size", "batchsize", "bs", "n", "b", "num_batches"})),
-    Convention("a token sequence", 16, frozenset({
-        "sequence", "sequence_length", "sequence_len", "seq", "seq_len", "seq_length", "tokens", "num_tokens",
-        "encoder_sequence_length", "decoder_sequence_length", "text_length", "max_seq_len", "max_sequence_length"})),
+    Convention("a token sequence", 16, NEW_TOKENS | {
+        "encoder_sequence_length", "encoder_sequence_length_out", "max_seq_len", "max_sequence_length"}),
     Convention("the past of a KV cache", 16, frozenset({
         "past_sequence_length", "past_seq_len", "past_seq_length", "past_length", "past_len", "past_sequence",
-        "past_key_values_length", "past_decoder_sequence_length", "cache_length", "cache_len", "total_length"})),
+        "past_key_values_length", "past_decoder_sequence_length", "cache_length", "cache_len"})),
     Convention("an image's height or width", 224, frozenset({
         "height", "width", "h", "w", "image_height", "image_width", "img_height", "img_width", "img_h", "img_w"})),
     Convention("audio samples", SAMPLES_PER_SECOND, frozenset({
         "audio_length", "audio_len", "num_samples", "samples", "sample_length", "wav_length", "wav_len",
         "samples_length", "waveform_length"})),
+    Convention("an image's colour channels", 3, frozenset({"num_channels", "channels", "channel", "c",
+                                                          "in_channels", "num_channel"})),
+    # the past and the new tokens together (onnxruntime-genai's and ORT's fused attention masks)
+    Convention("the past of a KV cache and the new token", 17, frozenset({
+        "total_sequence_length", "total_seq_len", "total_length", "total_sequence"})),
 )
 
-BATCH, SEQUENCE, PAST, AUDIO = CONVENTIONS[0], CONVENTIONS[1], CONVENTIONS[2], CONVENTIONS[4]
+BATCH, SEQUENCE, PAST, _IMAGE, AUDIO, CHANNELS, TOTAL = CONVENTIONS
 # A model with a KV cache among its inputs decodes: one new token after the past (optimum's attention mask of
-# ``past_sequence_length + 1`` needs it).
-DECODING = Convention("one new token after a KV cache's past", 1, SEQUENCE.names)
+# ``past_sequence_length + 1`` needs it); the encoder's sequence of an encoder-decoder stays a sequence.
+DECODING = Convention("one new token after a KV cache's past", 1, NEW_TOKENS)
+AUDIO_CHANNELS = Convention("audio's channels (mono)", 1, CHANNELS.names)
 
-# Inputs that hold raw audio by their usual names: their dynamic dimensions other than a batch are samples.
+# Inputs that hold raw audio by their usual names: their dynamic dimensions other than a batch or channels are
+# samples.
 AUDIO_INPUTS = frozenset({"input_values", "audio", "audio_values", "input_audio", "waveform", "wav", "speech",
                           "raw_audio", "audio_signal"})
 
@@ -62,8 +70,8 @@ def convention_of(dimension: str, input_name: str, decoding: bool = False) -> Co
     (it becomes 1)."""
     name = dimension.lower()
     if input_name.lower() in AUDIO_INPUTS and name not in BATCH.names:
-        return AUDIO
-    if decoding and name in SEQUENCE.names:
+        return AUDIO_CHANNELS if name in CHANNELS.names else AUDIO
+    if decoding and name in DECODING.names:
         return DECODING
     return next((c for c in CONVENTIONS if name in c.names), None)
 
@@ -80,6 +88,16 @@ def names_in(dimension: str) -> list[str]:
         return []
     return list(dict.fromkeys(node.id for node in ast.walk(tree) if isinstance(node, ast.Name)
                               and node.id not in _FUNCTIONS))
+
+
+def solve(dimension: str, name: str, size: int, sizes: Mapping[str, int]) -> int | None:
+    """The size of ``name`` for which the expression ``dimension`` gives ``size`` (the other names from
+    ``sizes``), when the expression is linear in it (``past + 1``, ``2*s``, ``past + sequence``); else None."""
+    at = [evaluate(dimension, {**sizes, name: x}) for x in (0, 1, 2)]
+    if None in at or at[1] - at[0] != at[2] - at[1] or at[1] == at[0]:
+        return None
+    slope, value = at[1] - at[0], size - at[0]
+    return value // slope if value % slope == 0 and value // slope >= 0 else None
 
 
 def evaluate(dimension: str, sizes: Mapping[str, int]) -> int | None:
@@ -100,7 +118,8 @@ def evaluate(dimension: str, sizes: Mapping[str, int]) -> int | None:
 
 
 _FUNCTIONS = {"min": min, "max": max, "Min": min, "Max": max, "floor": math.floor, "ceiling": math.ceil,
-              "ceil": math.ceil, "FloorToInt": math.floor, "CeilToInt": math.ceil}
+              "ceil": math.ceil, "FloorToInt": math.floor, "CeilToInt": math.ceil,  # torch's sympy spellings:
+              "IntTrueDiv": lambda a, b: a / b, "FloorDiv": lambda a, b: a // b, "Mod": lambda a, b: a % b}
 _OPERATORS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
               ast.FloorDiv: lambda a, b: a // b, ast.Div: lambda a, b: a / b, ast.Mod: lambda a, b: a % b}
 MAX_EXPRESSION = 200  # characters: a dimension's name, not a program

@@ -13,7 +13,8 @@ from dataclasses import replace
 
 from cmpx.argtypes import SHAPE_FORM, check_names
 from cmpx.errors import UsageError
-from cmpx.model.dimension_sizes import BATCH, convention_of, decodes, evaluate, is_expression, names_in
+from cmpx.model.dimension_sizes import BATCH, DECODING, PAST, TOTAL, convention_of, decodes, evaluate, \
+    is_expression, names_in, solve
 from cmpx.model.info import Dim, TensorSpec
 
 
@@ -35,6 +36,8 @@ def resolve_input_shapes(inputs: Sequence[TensorSpec], overrides: Mapping[str, t
     sizes = _named_sizes(inputs, overrides, dims or {})
     chosen = _chosen_sizes(inputs, overrides, sizes) if fill_dynamic else {}
     every = {**chosen, **sizes}
+    _check_expressions(inputs, overrides, every)
+    decoding = decodes(_plain_names(inputs))
     resolved, named_in_warnings = [], set()
     for spec in inputs:
         override = overrides.get(spec.name)
@@ -54,7 +57,7 @@ def resolve_input_shapes(inputs: Sequence[TensorSpec], overrides: Mapping[str, t
         shape = tuple(d if isinstance(d, int) and d >= 0 else _size(d, every) if isinstance(d, str) else 1
                       for d in known)
         shape = tuple(d if isinstance(d, int) and d >= 0 else 1 for d in shape)
-        words = _warn_dynamic(spec, known, shape, chosen, named_in_warnings, warn)
+        words = _warn_dynamic(spec, known, shape, chosen, every, decoding, named_in_warnings, warn)
         resolved.append(replace(spec, shape=shape, chosen=words))
     return resolved
 
@@ -94,6 +97,12 @@ def _chosen_sizes(inputs: Sequence[TensorSpec], overrides: Mapping[str, tuple[in
                 if name not in sizes and name not in chosen:
                     convention = convention_of(name, spec.name, decoding)
                     chosen[name] = convention.size if convention else 1
+    known = {**chosen, **sizes}
+    past = next((known[n] for n in known if n.lower() in PAST.names), None)
+    new = next((known[n] for n in known if n.lower() in DECODING.names), 1)
+    for name in chosen:
+        if name.lower() in TOTAL.names and past is not None:  # the past and the new tokens
+            chosen[name] = past + new
     return chosen
 
 
@@ -119,11 +128,34 @@ def _named_sizes(inputs: Sequence[TensorSpec], overrides: Mapping[str, tuple[int
                                  f"{sizes[declared][0]}, but {source} sets it to {given}; inputs that share a "
                                  "dimension name must agree on its size")
             sizes.setdefault(declared, (given, source))
+    for declared, (given, source) in list(sizes.items()):  # past_sequence_length + 1 given 9: the past is 8
+        unknown = [n for n in names_in(declared) if n not in sizes] if is_expression(declared) else []
+        if len(unknown) == 1:
+            value = solve(declared, unknown[0], given, {n: size for n, (size, _) in sizes.items()})
+            if value is not None:
+                sizes[unknown[0]] = (value, f"{source} (its {declared} = {given})")
     return {name: size for name, (size, _) in sizes.items()}
 
 
+def _check_expressions(inputs: Sequence[TensorSpec], overrides: Mapping[str, tuple[int, ...]],
+                       sizes: Mapping[str, int]) -> None:
+    """A size given for a dimension the exporter wrote as an expression must be what the expression gives."""
+    for spec in inputs:
+        override = overrides.get(spec.name)
+        for declared, given in zip(spec.shape or (), override or ()):
+            if not isinstance(declared, str) or not is_expression(declared):
+                continue
+            expected = evaluate(declared, sizes)
+            if expected is not None and expected != given:
+                names = " ".join(f"{n}={sizes[n]}" for n in names_in(declared))
+                raise UsageError(f"--input-shapes {spec.name}:[{','.join(map(str, override))}] sets dimension "
+                                 f"{declared} to {given}, but with {names} it is {expected}; give sizes that agree "
+                                 f"(or set the names: --input-shapes {names})")
+
+
 def _warn_dynamic(spec: TensorSpec, known: tuple[Dim, ...], shape: tuple[int, ...], chosen: Mapping[str, int],
-                  named_before: set[str], warn: Callable[[str], None]) -> tuple[str, ...]:
+                  every: Mapping[str, int], decoding: bool, named_before: set[str], warn: Callable[[str], None]
+                  ) -> tuple[str, ...]:
     """Say which of the input's dimensions cmpx chose the size of, once per named dimension (the first input that
     has it); return the --input-shapes words that set them (the names, or the input's shape where one is unnamed)."""
     open_named = list(dict.fromkeys(n for d in known if isinstance(d, str)
@@ -134,11 +166,12 @@ def _warn_dynamic(spec: TensorSpec, known: tuple[Dim, ...], shape: tuple[int, ..
     if not unnamed and all(name in named_before for name in open_named):
         return words  # every open dimension is named and was already reported with an earlier input
     named_before.update(open_named)
-    decoding = decodes(chosen)
     conventions = {name: convention_of(name, spec.name, decoding) for name in open_named}
     why = [f"{name}={chosen[name]}, cmpx's size for {convention.what}" for name, convention in conventions.items()
            if convention is not None and convention is not BATCH]
-    why += [f"{d} = {size}" for d, size in zip(known, shape) if isinstance(d, str) and is_expression(d)]
+    why += [f"{d} = {size}" if evaluate(d, every) == size else
+            f"{d} gives no whole size of 0 or more: {size}" for d, size in zip(known, shape)
+            if isinstance(d, str) and is_expression(d)]
     text = f"input {spec.name} has dynamic shape {spec.shape_text()}; using {list(shape)}" + \
            (f" ({'; '.join(why)})" if why else "") + f". Set it with --input-shapes {example}"
     if open_named:

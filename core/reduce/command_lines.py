@@ -25,8 +25,11 @@ def polygraphy_command(model: str, inputs: str, outputs: str, live: Sequence[str
         return None
     if any(word.startswith("--") and word not in POLYGRAPHY_COMPARISON for word in words):
         return None
-    return " ".join(["polygraphy run", model, *(POLYGRAPHY_RUNNERS[w] for w in live), "--load-inputs", inputs,
-                     "--load-outputs", outputs, *words])
+    import shlex
+
+    typed = [] if model.lower().endswith(".onnx") else ["--model-type", "onnx"]  # else Polygraphy cannot tell
+    return " ".join(["polygraphy run", shlex.quote(model), *typed, *(POLYGRAPHY_RUNNERS[w] for w in live),
+                     "--load-inputs", shlex.quote(inputs), "--load-outputs", shlex.quote(outputs), *words])
 
 
 def comparison_words(request: RunRequest) -> list[str]:
@@ -43,8 +46,8 @@ def comparison_words(request: RunRequest) -> list[str]:
             continue
         if option.kind == FLAG:
             words.append(option.flags[0])
-        elif option.kind == WORDS:
-            words += [part for word in value for part in (option.flags[0], shlex.quote(str(word)))]
+        elif option.kind == WORDS:  # one flag, its values after it: Polygraphy keeps only the last of repeated flags
+            words += [option.flags[0], *(shlex.quote(str(word)) for word in value)]
         else:
             words += [option.flags[0], shlex.quote(str(value))]
     for metric, values in sorted(request.thresholds.items()):

@@ -12,6 +12,7 @@ model), 5 a subgraph was written but does not fail by itself against the saved o
 from __future__ import annotations
 
 import os
+import shlex
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -118,7 +119,7 @@ def _reduce(options: ReduceOptions, checked: Preflight, observer: Observer, echo
         live = {b.name: word for b, word in zip(checked.backends, request.backends) if b.name != source}
         verifying = _for_backends(request, checked, set(live))
         shown = backend_option_words(verifying, checked, set(live))
-        every = tuple(part for word in request.backends for part in ("--backend", word)) + \
+        every = tuple(part for word in request.backends for part in ("--backend", shlex.quote(word))) + \
             (("--reference", request.reference) if request.reference else ()) + \
             backend_option_words(request, checked, {b.name for b in checked.backends})
         marking = next(b.spec.marking_changes_fusion for b in checked.backends if b.name == source)
@@ -348,9 +349,10 @@ def _verify(options: ReduceOptions, maker: CandidateMaker, candidate: Candidate,
     label = f"{source}@{os.path.splitext(os.path.basename(os.path.normpath(outputs_run)))[0]}"
     compared = candidate_request(written.request, candidate, maker.index.graph_outputs)
     check = replace(compared, backends=live, load_outputs=(outputs_run,), reference=label if len(live) > 1 else None)
-    command = " ".join(["cmpx run", candidate.model, *(f"--backend {word}" for word in live), "--load-inputs",
-                        candidate.inputs_run, "--load-outputs", outputs_run] +
-                       ([f"--reference {label}"] if len(live) > 1 else []) + comparison_words(check) +
+    quote = shlex.quote  # paths as the shell must see them (spaces, $)
+    command = " ".join(["cmpx run", quote(candidate.model), *(f"--backend {quote(word)}" for word in live),
+                        "--load-inputs", quote(candidate.inputs_run), "--load-outputs", quote(outputs_run)] +
+                       ([f"--reference {quote(label)}"] if len(live) > 1 else []) + comparison_words(check) +
                        list(options.shown))
     seen = observer(check)
     if seen.shows(fail_on, expected):
@@ -360,7 +362,8 @@ def _verify(options: ReduceOptions, maker: CandidateMaker, candidate: Candidate,
         if polygraphy:
             echo(f"with Polygraphy: {polygraphy}")
         return True
-    together = " ".join(["cmpx run", candidate.model, *written.every, "--load-inputs", candidate.inputs_run] +
+    together = " ".join(["cmpx run", quote(candidate.model), *written.every, "--load-inputs",
+                         quote(candidate.inputs_run)] +
                         comparison_words(compared))
     shown = "passes" if seen.passed else f"could not run ({seen.error})" if seen.error is not None else \
         f"shows no failure that counts (failing means {FAILING[fail_on]}): {seen.showed()}"
