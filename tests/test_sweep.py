@@ -208,6 +208,12 @@ def test_the_status_line_counts_cells_and_estimates_the_time_left():
     quiet = io.StringIO()
     SweepProgress(1, lines.append, Progress(quiet, enabled=False)).cell_started()  # not a terminal: nothing
     assert quiet.getvalue() == ""
+    failed = {"model": "zoo/conv.onnx", "run": "x", "verdict": "backend failed", "worst_abs": None,
+              "worst_rel": None, "pairs": [], "failure": {"backends": [{"backend": "onnxrt", "phase": "infer"}],
+                                                          "message": "onnxrt failed during infer: shapes\nmore"}}
+    progress.cell_finished(failed, 2.0)
+    assert lines[-2:] == ["[2/4] zoo/conv.onnx | x: backend failed: onnxrt infer (2.0 s)",
+                          "        onnxrt failed during infer: shapes"]  # its own line, never an escaped \n
 
 
 def test_a_cell_asked_for_off_the_main_thread_runs_in_a_runner_process(tmp_path):

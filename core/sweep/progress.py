@@ -32,10 +32,10 @@ class SweepProgress:
         self.failed += entry["verdict"] != "passed"
         took = f" ({seconds:.1f} s)" if isinstance(seconds, (int, float)) else ""
         line = f"[{self.done}/{self.total}] {entry['model']} | {entry['run']}: {short(entry)}{took}"
-        if entry["verdict"] not in ("passed", "mismatch"):
-            line += f"\n        {detail(entry)}"
         self.terminal.clear()
         self.echo(line)
+        if entry["verdict"] not in ("passed", "mismatch"):  # a line of its own (one echo is one line)
+            self.echo(f"        {detail(entry)}")
         self.tick(force=True)
 
     def cell_dropped(self) -> None:
