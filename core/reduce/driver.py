@@ -180,11 +180,6 @@ def _check(options: ReduceOptions, checked: Preflight) -> None:
     _check_saved_output("--save-inputs" if request.save_inputs else "-o (its inputs)", inputs_run, True)
     _check_saved_output("--save-outputs" if request.save_outputs else "-o (its reference outputs)", outputs_run,
                         True)
-    if outputs_run.lower().endswith(".json"):
-        structured = [o.name for o in read_model(request.model).outputs if not o.is_tensor]
-        if structured:
-            raise UsageError(f"--save-outputs {outputs_run}: Polygraphy's JSON holds tensors only, and the model's "
-                             f"output {structured[0]} is not one; save to a directory (a cmpx run)")
 
 
 def _check_not_the_model(output: str, model: str) -> None:
@@ -280,6 +275,12 @@ def _search(options: ReduceOptions, maker: CandidateMaker, fail_on: str, expecte
     if count[0] and not failed_any[0]:
         echo("no candidate failed as the full model does, so every node is kept")
     final = maker.make(kept, 0, options.output, written.inputs_run)
+    structured = sorted(maker.values.structured() & set(final.outputs))
+    if structured and written.outputs_run.lower().endswith(".json"):  # known only now: the reduced model's outputs
+        instead = os.path.splitext(options.output)[0] + ".outputs"
+        echo(f"warning: --save-outputs {written.outputs_run}: Polygraphy's JSON holds tensors only, and the reduced "
+             f"model's output {structured[0]} is not one; its outputs go to {instead} (a cmpx run) instead")
+        written = replace(written, outputs_run=instead)
     _write_outputs(maker, final, written.outputs_run)
     echo(f"wrote {options.output}, its inputs {written.inputs_run} and {maker.values.backend}'s outputs "
          f"{written.outputs_run}")
