@@ -18,6 +18,15 @@ settings.load_profile("cmpx")
 if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
+
+
+def interruptible() -> None:
+    """``preexec_fn`` of a process a test presses Ctrl-C at: SIGINT at its default and unblocked, whatever this
+    test process inherited (ignored in a background job, or blocked in the thread that starts it)."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 HERE = Path(__file__).resolve().parent
 PLUGIN_DIR = HERE / "plugins"
 REPO = HERE.parent

@@ -17,7 +17,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from cmpx.testing import models as modelgen
-from conftest import REPO
+from conftest import REPO, interruptible
 
 EXAMPLE = str(REPO / "examples" / "models" / "conv.onnx")
 OK = ("--backend", "onnxrt", "--backend", "onnxref")
@@ -189,7 +189,7 @@ def test_an_iteration_is_reported_before_the_loader_makes_the_next_feed(tmp_path
         "    yield {'X': np.zeros((1, 3, 8, 8), np.float32)}\n")
     process = subprocess.Popen([sys.executable, "-m", "cmpx", "run", EXAMPLE, *OK, "--data-loader-script", script],
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO,
-                               env=dict(os.environ, PYTHONUNBUFFERED="1"))
+                               env=dict(os.environ, PYTHONUNBUFFERED="1"), preexec_fn=interruptible)
     started, seen = time.monotonic(), []
     for line in process.stdout:
         seen.append(line)

@@ -11,7 +11,7 @@ import pytest
 
 from cmpx.transport import shm
 from cmpx.testing.leaks import worker_processes
-from conftest import REPO
+from conftest import REPO, interruptible
 
 
 def workers_of(parent: int) -> list[int]:
@@ -23,7 +23,7 @@ def start_hanging_run(model: str, fault: str = "infer:hang", first: str = "onnxr
         [sys.executable, "-m", "cmpx", "run", model, "--backend", first,
          "--backend", "faulty", "-p", "cmpx_test_faulty", "--faulty-fault", fault],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO,
-        env=dict(os.environ, PYTHONUNBUFFERED="1"))
+        env=dict(os.environ, PYTHONUNBUFFERED="1"), preexec_fn=interruptible)
     seen = []
     for line in process.stdout:  # wait until both workers loaded and inference is under way
         seen.append(line)
@@ -164,7 +164,7 @@ def test_an_interrupted_run_writes_every_report_asked_for_marked_interrupted(tmp
     words = ["--report-html", tmp_path / "r.html", "--junit", tmp_path / "j.xml", "--report-json", tmp_path / "r.json"]
     process = subprocess.Popen([sys.executable, "-m", "cmpx", "run", EXAMPLE, "--backend", "onnxrt", "--backend",
                                 "onnxref", "--iterations", "100000", *map(str, words)], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, cwd=REPO)
+                               stderr=subprocess.PIPE, text=True, cwd=REPO, preexec_fn=interruptible)
     for line in process.stdout:
         if line.startswith("[iteration 3]"):
             process.send_signal(signal.SIGINT)

@@ -2,6 +2,7 @@
 become the backends' workers once the options are checked, and never outlive the run, whatever happens."""
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -177,7 +178,18 @@ def test_the_run_is_done_by_the_workers_started_before_plugin_discovery(tmp_path
     assert {tuple(line) for line in seen if line[0] == "compare"} == {("compare", *seen[0][1:])}
 
 
-def test_spares_that_cannot_be_spawned_only_lose_the_head_start(monkeypatch, capsys):
+@pytest.fixture
+def signals_kept():
+    """launch.main() in this process ignores SIGINT, SIGTERM and SIGHUP for its exit, as the console script must:
+    put this test process's own handlers back, or every process a later test starts inherits SIGINT ignored (the
+    sweep Ctrl-C test then failed in a full run, never alone)."""
+    saved = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    yield
+    for signum, handler in saved.items():
+        signal.signal(signum, handler)
+
+
+def test_spares_that_cannot_be_spawned_only_lose_the_head_start(monkeypatch, capsys, signals_kept):
     from cmpx.cli import launch
 
     real_spawn, calls = supervisor.spawn_worker, []
@@ -198,7 +210,7 @@ def test_spares_that_cannot_be_spawned_only_lose_the_head_start(monkeypatch, cap
     assert worker_processes() == []
 
 
-def test_an_interrupt_before_the_cli_is_ready_exits_130_without_a_traceback(monkeypatch, capsys):
+def test_an_interrupt_before_the_cli_is_ready_exits_130_without_a_traceback(monkeypatch, capsys, signals_kept):
     from cmpx.cli import launch
     from cmpx.cli.main import cli
 

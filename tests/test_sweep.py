@@ -17,7 +17,7 @@ from cmpx.sweep.cell import run_cell_task
 from cmpx.sweep.progress import SweepProgress
 from cmpx.testing import models as modelgen
 from cmpx.testing.leaks import orphaned_workers, runner_processes, worker_processes
-from conftest import REPO
+from conftest import REPO, interruptible
 from sweep_zoo import VERDICTS, processes_marked, summary, verdicts, write_zoo
 
 
@@ -142,7 +142,8 @@ args = "--backend onnxrt --backend faulty -p cmpx_test_faulty --faulty-fault inf
     marker = uuid.uuid4().hex
     process = subprocess.Popen([sys.executable, "-m", "cmpx", "sweep", str(sweep), "--out", str(out), "--jobs", "1"],
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO,
-                               env=dict(os.environ, PYTHONUNBUFFERED="1", CMPX_TEST_MARK=marker, PYTHONFAULTHANDLER="1"))
+                               env=dict(os.environ, PYTHONUNBUFFERED="1", CMPX_TEST_MARK=marker, PYTHONFAULTHANDLER="1"),
+                               preexec_fn=interruptible)
     deadline = time.monotonic() + 60
     # conv/ref finishes, then conv/hang starts: wait until its run's two workers are up
     while time.monotonic() < deadline and not (
@@ -158,6 +159,8 @@ args = "--backend onnxrt --backend faulty -p cmpx_test_faulty --faulty-fault inf
         where = subprocess.run(["ps", "-o", "pid,ppid,stat,wchan:24,etime,args", "-e"], capture_output=True,
                                text=True).stdout
         where = "\n".join(line[:200] for line in where.splitlines() if marker in line or "cmpx" in line)
+        with open(f"/proc/{process.pid}/status") as status:  # how it holds SIGINT (bit 2 of each mask)
+            where += "\n" + " ".join(line.strip() for line in status if line.startswith(("SigBlk", "SigIgn", "SigCgt")))
         process.send_signal(signal.SIGABRT)  # PYTHONFAULTHANDLER: its threads' stacks, in what it printed
         printed, _ = process.communicate()
         raise AssertionError(f"the sweep did not stop within 30 s of Ctrl-C; it printed:\n{printed}\n"

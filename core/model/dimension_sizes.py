@@ -48,7 +48,7 @@ CONVENTIONS = (
         "total_sequence_length", "total_seq_len", "total_length", "total_sequence"})),
 )
 
-BATCH, SEQUENCE, PAST, _IMAGE, AUDIO, CHANNELS, TOTAL = CONVENTIONS
+BATCH, _SEQUENCE, PAST, _IMAGE, AUDIO, CHANNELS, TOTAL = CONVENTIONS
 # A model with a KV cache among its inputs decodes: one new token after the past (optimum's attention mask of
 # ``past_sequence_length + 1`` needs it); the encoder's sequence of an encoder-decoder stays a sequence.
 DECODING = Convention("one new token after a KV cache's past", 1, NEW_TOKENS)
