@@ -34,10 +34,10 @@ def resolve_input_shapes(inputs: Sequence[TensorSpec], overrides: Mapping[str, t
         if spec.name in overrides:
             _check_override(spec, overrides[spec.name])
     sizes = _named_sizes(inputs, overrides, dims or {})
-    chosen = _chosen_sizes(inputs, overrides, sizes) if fill_dynamic else {}
+    decoding = decodes(_plain_names(inputs))
+    chosen = _chosen_sizes(inputs, overrides, sizes, decoding) if fill_dynamic else {}
     every = {**chosen, **sizes}
     _check_expressions(inputs, overrides, every)
-    decoding = decodes(_plain_names(inputs))
     resolved, named_in_warnings = [], set()
     for spec in inputs:
         override = overrides.get(spec.name)
@@ -54,9 +54,7 @@ def resolve_input_shapes(inputs: Sequence[TensorSpec], overrides: Mapping[str, t
         if not fill_dynamic or all(isinstance(d, int) and d >= 0 for d in known):
             resolved.append(replace(spec, shape=known))
             continue
-        shape = tuple(d if isinstance(d, int) and d >= 0 else _size(d, every) if isinstance(d, str) else 1
-                      for d in known)
-        shape = tuple(d if isinstance(d, int) and d >= 0 else 1 for d in shape)
+        shape = tuple(_fed_size(d, every) for d in known)
         words = _warn_dynamic(spec, known, shape, chosen, every, decoding, named_in_warnings, warn)
         resolved.append(replace(spec, shape=shape, chosen=words))
     return resolved
@@ -72,6 +70,12 @@ def _size(dimension: Dim, sizes: Mapping[str, int]) -> Dim:
     return dimension if value is None else value
 
 
+def _fed_size(dimension: Dim, sizes: Mapping[str, int]) -> int:
+    """What a dimension still open is fed: its size from ``sizes`` (by name or expression), else 1."""
+    size = _size(dimension, sizes) if isinstance(dimension, str) else dimension
+    return size if isinstance(size, int) and size >= 0 else 1
+
+
 def _plain_names(inputs: Sequence[TensorSpec]) -> list[str]:
     """The names of the inputs' named dimensions, those inside expressions included, in order."""
     names: list[str] = []
@@ -83,10 +87,10 @@ def _plain_names(inputs: Sequence[TensorSpec]) -> list[str]:
 
 
 def _chosen_sizes(inputs: Sequence[TensorSpec], overrides: Mapping[str, tuple[int, ...]],
-                  sizes: Mapping[str, int]) -> dict[str, int]:
-    """The sizes cmpx chooses for the plain names nothing sets, in order: a convention's, else 1."""
+                  sizes: Mapping[str, int], decoding: bool) -> dict[str, int]:
+    """The sizes cmpx chooses for the plain names nothing sets, in order: a convention's (of a model that
+    ``decoding``: cmpx.model.dimension_sizes.decodes), else 1."""
     chosen: dict[str, int] = {}
-    decoding = decodes(_plain_names(inputs))
     for spec in inputs:
         if spec.name in overrides or spec.shape is None:
             continue
