@@ -17,7 +17,7 @@ OPSET = 17
 
 def _model(graph: onnx.GraphProto) -> onnx.ModelProto:
     """The model with the oldest IR version its opset allows, not this onnx's newest: older ONNX Runtimes refuse
-    newer IR versions, and the examples should load on them too (compare versions: see the README)."""
+    newer IR versions, and the examples should load on them too (compare versions: see docs/versions.md)."""
     opsets = [helper.make_opsetid("", OPSET)]
     return helper.make_model(graph, opset_imports=opsets, ir_version=helper.find_min_ir_version_for(opsets))
 

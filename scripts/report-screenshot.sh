@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerate docs/report.png, the README's picture of an HTML report: the shipped example on its fp16 graph against
+# Regenerate docs/report.png, the picture of an HTML report in docs/reports.md: the shipped example on its fp16 graph against
 # fp32, every tensor compared, rendered by headless Chromium. Usage, from the repository root, with the README's
 # .venv and Debian's chromium package installed:  bash scripts/report-screenshot.sh
 set -euo pipefail

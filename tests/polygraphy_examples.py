@@ -359,8 +359,8 @@ WORKFLOWS: tuple[Workflow, ...] = (
              f"polygraphy run {DYN} --onnxrt --onnxrt --data-loader-script data_loader.py",
              f"cmpx run {DYN} --onnxrt --onnxrt --data-loader-script data_loader.py --input-map X=x",
              note="the example feeds 'x' to input 'X': Polygraphy pairs them by position, cmpx by name only (on "
-                  "purpose; README 'What differs on purpose'), so --input-map X=x says it; --trt-*-shapes go "
-                  "with --trt",
+                  "purpose; docs/polygraphy.md, 'What differs on purpose'), so --input-map X=x says it; "
+                  "--trt-*-shapes go with --trt",
              polygraphy_says=("Passed: 5/5 iterations",), cmpx_says=("5 comparison(s) over 5 iteration(s)",)),
         Step("run05-save-custom-inputs", "python3 data_loader.py", "python3 data_loader.py",
              "python3 data_loader.py"),

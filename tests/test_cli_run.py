@@ -167,8 +167,8 @@ def test_run_help_groups_options_by_concern(run_cli):
 
 
 def test_the_reference_evaluator_can_run_an_old_model_converted_to_a_newer_opset(run_cli, tmp_path):
-    """onnx.reference applies an axis-less Softmax below opset 13 to the last axis (README); on the model converted
-    to opset 13 it agrees with ONNX Runtime running the original."""
+    """onnx.reference applies an axis-less Softmax below opset 13 to the last axis (docs/backends.md); on the model
+    converted to opset 13 it agrees with ONNX Runtime running the original."""
     from onnx import TensorProto, helper
 
     from cmpx.testing.models import save

@@ -196,14 +196,14 @@ def hook_names():
     return [name for name, value in vars(specs).items() if callable(value) and hasattr(value, "cmpx_spec")]
 
 
-def test_every_hook_is_documented_in_the_plugin_guide_and_the_readme():
+def test_every_hook_is_documented_in_the_plugin_guide_and_its_summary():
     hooks = hook_names()
     assert {"register_backends", "register_data_loaders", "register_metrics"} <= set(hooks)
     guide = (REPO / "docs" / "plugins.md").read_text()
-    readme = (REPO / "README.md").read_text()
+    summary = guide[guide.index("## In short"):guide.index("## 1. ")]  # what the README held before docs/
     for hook in hooks:
         assert f"### `{hook}(registry)`" in guide, hook
-        assert f"{hook}(" in readme, hook
+        assert f"{hook}(" in summary, hook
 
 
 def test_every_package_directory_is_packaged():

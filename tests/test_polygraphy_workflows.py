@@ -1,6 +1,6 @@
 """Polygraphy's workflows as its users write them (issue #16): its command lines, its files both ways, top-k and
-index comparison, and the README's "Coming from Polygraphy" table, every row of which runs here (Polygraphy's side
-too, where it runs without a GPU)."""
+index comparison, and the "Coming from Polygraphy" table (docs/polygraphy.md), every row of which runs here
+(Polygraphy's side too, where it runs without a GPU)."""
 
 import json
 import os
@@ -24,8 +24,8 @@ DATA_SCRIPT = "import numpy as np\ndef load_data():\n    for i in range(2):\n   
 
 
 def _table_rows():
-    text = (REPO / "README.md").read_text()
-    section = text[text.index("## Coming from Polygraphy"):text.index("## Many models")]
+    text = (REPO / "docs" / "polygraphy.md").read_text()
+    section = text[text.index("# Coming from Polygraphy"):text.index("## What differs on purpose")]
     rows = []
     for line in section.splitlines():
         cells = re.findall(r"`((?:polygraphy|cmpx) run [^`]*)`", line)
@@ -40,7 +40,7 @@ def _run(command: str, cwd) -> subprocess.CompletedProcess:
     return subprocess.run(program + words[1:], capture_output=True, text=True, cwd=cwd, timeout=300)
 
 
-def test_the_readme_table_runs_row_by_row_in_both_tools(tmp_path, no_leaks):
+def test_the_polygraphy_page_table_runs_row_by_row_in_both_tools(tmp_path, no_leaks):
     rows = _table_rows()
     assert len(rows) >= 14
     for side in ("polygraphy", "cmpx"):

@@ -62,7 +62,7 @@ def test_fp8_differs_by_more_than_int8_and_both_onnx_runtime_and_the_reference_r
     assert hinted(result.output, "onnxref:fp8 vs onnxrt")[0] >= fp8
     assert "histogram ..." not in result.output  # the calibrator's own progress prints are kept out of the report
     # The same fp8 graph on ONNX Runtime, with its graph rewrites limited to the basic level, computes exactly
-    # what the reference evaluator computes (at its default level ONNX Runtime 1.32 loses the Relu: see README).
+    # what the reference evaluator computes (at its default level ONNX Runtime 1.32 loses the Relu: docs/precision.md).
     same = run_cli("run", EXAMPLE, "--backend", "onnxrt:fp8", "--onnxrt-optimization", "basic", "--backend",
                    "onnxref:fp8", "--iterations", "2")
     assert same.exit_code == 0, same.output
@@ -178,8 +178,8 @@ def test_precision_options_are_checked_before_any_worker(run_cli, args, message)
 def test_the_documented_fp32_op_list_is_the_one_used():
     from cmpx.transforms.half import blocked_ops
 
-    readme = (__import__("pathlib").Path(__file__).resolve().parents[1] / "README.md").read_text()
-    section = readme.split("These ops", 1)[1].split("`--keep-fp32", 1)[0]
+    page = (__import__("pathlib").Path(__file__).resolve().parents[1] / "docs" / "precision.md").read_text()
+    section = page.split("These ops", 1)[1].split("`--keep-fp32", 1)[0]
     assert all(op in section for op in blocked_ops())
 
 

@@ -134,7 +134,7 @@ def test_openvino_names_outputs_as_the_model_declares_them(run_cli):
 
 @needs_openvino
 def test_a_backend_that_cannot_mark_is_named_with_its_pairs_or_refused(run_cli):
-    # Issue 17, finding 9, with a third-party backend that cannot mark (the README's smallest plugin)
+    # Issue 17, finding 9, with a third-party backend that cannot mark (the smallest plugin: docs/plugins.md, In short)
     mine = ["cmpx_test_minimal"]
     warned = run_cli("run", path("cnn"), "--backend", "mine", "--backend", "onnxrt", "--backend", "onnxref",
                      "--mark-all", plugins=mine)

@@ -184,7 +184,7 @@ def _sin_cos_chain(path) -> str:
 
 
 def test_onnx_runtime_skips_the_float16_rounding_of_a_tensor_read_within_its_session():
-    """The fact behind the warning below (README, 'Per-layer comparison'): if ONNX Runtime ever rounds such a
+    """The fact behind the warning below (docs/per-layer.md): if ONNX Runtime ever rounds such a
     tensor when it is also an output, sliced and unsliced fp16 runs agree and the warning must go."""
     import numpy as np
     import onnxruntime

@@ -220,8 +220,8 @@ def test_a_framework_missing_there_is_named_with_that_python(run_cli, old_ort):
 
 
 def test_a_plugin_module_named_with_p_runs_under_another_python_without_pluggy(run_cli, old_ort):
-    """The README's smallest plugin keeps its backend class next to its hooks: its module is linked in as a file,
-    and imports there although pluggy is not installed (hooks run only in the coordinator)."""
+    """The smallest plugin of docs/plugins.md ('In short') keeps its backend class next to its hooks: its module is
+    linked in as a file, and imports there although pluggy is not installed (hooks run only in the coordinator)."""
     assert _works(Path(old_ort["python"]), "import importlib.util as u; print(u.find_spec('pluggy'))") == "None"
     result = run_cli("run", EXAMPLES / "conv.onnx", "--backend", f"mine@env:{OLD_ENV}", "--backend", "onnxrt",
                      plugins=["cmpx_test_minimal"], env=old_ort["env"])

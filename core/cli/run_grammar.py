@@ -42,7 +42,7 @@ CLI_ONLY = ("plugin_args", "debug", "verbose", "quiet")
 
 
 def _names(names: list[str]):
-    """Shell completion of a fixed list of names (cmpx's own completion: see the README)."""
+    """Shell completion of a fixed list of names (cmpx's own completion: see docs/reports.md)."""
     return lambda ctx, param, incomplete: [n for n in names if n.startswith(incomplete)]
 
 

@@ -3,7 +3,7 @@
 Exporters name dynamic dimensions (``batch``, ``sequence_length``) and write some as expressions of others
 (``past_sequence_length + 1`` for a KV-cache model's attention mask, ``2*sequence``, sympy's ``Min(64, s0)``).
 An expression is evaluated from the sizes of the names in it, so that inputs that must agree do; a name no
-option sets gets its conventional size (CONVENTIONS, documented in the README; a model with a KV cache decodes
+option sets gets its conventional size (CONVENTIONS, documented in docs/data.md; a model with a KV cache decodes
 one new token), else 1 (Polygraphy's choice).
 Expressions are parsed, never run: only integers, names, + - * // / %, parentheses and min/max/floor/ceiling.
 """
@@ -22,7 +22,7 @@ SAMPLES_PER_SECOND = 16_000  # speech models' usual rate: one second of audio
 
 @dataclass(frozen=True)
 class Convention:
-    what: str  # what such a dimension is, as the README's table says
+    what: str  # what such a dimension is, as docs/data.md's table says
     size: int
     names: frozenset[str]  # dimension names, lower case
 

@@ -116,7 +116,7 @@ def plan_slicing(model: ModelInfo, inputs: Sequence[TensorSpec], backends: Seque
         warn(f"{', '.join(half)} run(s) a 16-bit float graph in slices: each tensor crossing a cut is rounded to "
              "its 16-bit type, as the graph says, where a framework computing several 16-bit ops in float32 within "
              "one session (ONNX Runtime's CPU provider does) skips that rounding, so the statistics can differ "
-             "slightly from an unsliced run's (see 'Per-layer comparison' in the README)")
+             "slightly from an unsliced run's (see docs/per-layer.md)")
     unknown = sum(1 for name in returned if name not in sizes)
     return SlicingPlan(budget, given, needed, targets, models, tuple(whole), unknown)
 

@@ -1,4 +1,4 @@
-"""The smallest third-party backend, as the README shows it (here backed by onnx.reference)."""
+"""The smallest third-party backend, as docs/plugins.md ('In short') shows it (here backed by onnx.reference)."""
 
 import cmpx
 
