@@ -23,9 +23,10 @@ from cmpx.reports.json_report import FailureSummary, FirstDivergence, PairSummar
 if TYPE_CHECKING:
     from cmpx.sweep.store import CellRecord
 
-VERDICTS: dict[int | None, str] = {ExitCode.PASSED: "passed", ExitCode.MISMATCH: "mismatch", ExitCode.USAGE: "usage error",
-            ExitCode.BACKEND_FAILED: "backend failed", ExitCode.INTERNAL: "internal error",
-            ExitCode.INTERRUPTED: "interrupted", None: "not run"}
+VERDICTS: dict[int | None, str] = {
+    ExitCode.PASSED: "passed", ExitCode.MISMATCH: "mismatch", ExitCode.USAGE: "usage error",
+    ExitCode.BACKEND_FAILED: "backend failed", ExitCode.INTERNAL: "internal error",
+    ExitCode.INTERRUPTED: "interrupted", None: "not run"}
 NOT_RUN = "not run"
 
 
