@@ -18,8 +18,8 @@ from cmpx.report_data import RunInterrupted
 from cmpx.reports.terminal import Progress
 from cmpx.sweep.executors import Executor, Job
 from cmpx.sweep.matrix import Cell, cells, check_runs, model_digest
-from cmpx.sweep.progress import SweepProgress
 from cmpx.sweep.outcome import CellOutcome
+from cmpx.sweep.progress import SweepProgress
 from cmpx.sweep.store import CellStore
 from cmpx.sweep.summary import CellEntry, SweepSummary, write_summary
 from cmpx.sweep.sweepfile import SweepFile, read_sweep_file
