@@ -62,16 +62,48 @@ class ProtocolError(CmpxError):
 class BackendFailed(CmpxError):
     """A backend failed in its worker: an exception, a crash, a timeout or a protocol error (exit 3).
 
-    ``backend`` is the backend's run name, ``phase`` one of start/load/infer/close.
+    ``backend`` is the backend's run name, ``phase`` one of start/load/infer/close (or transform). ``kind`` is
+    how it failed, decided by the class that is raised where the failure happens and read by every report and
+    by ``cmpx reduce``: ``error`` (the backend raised, or refused), ``protocol`` (BackendProtocolError),
+    ``crash`` (BackendCrashed), ``timeout`` (BackendTimeout).
     """
 
     exit_code = ExitCode.BACKEND_FAILED
+    kind = "error"
 
     def __init__(self, backend: str, phase: str, message: str):
         super().__init__(f"{backend} failed during {phase}: {message}")
         self.backend = backend
         self.phase = phase
         self.detail = message
+
+    @property
+    def how(self) -> str:
+        """How it failed, in a word or two: its kind (a crash by a signal says the signal)."""
+        return self.kind
+
+    def record(self) -> dict[str, Any]:
+        """The failure as data, as the --report-json document holds it under its backend: ``phase``, ``message``,
+        ``kind``, what that kind knows more (a crash's exit code, signal and stderr; a timeout's seconds), and
+        the worker's traceback when there is one."""
+        record: dict[str, Any] = {"phase": self.phase, "message": self.detail, "kind": self.kind,
+                                  **self._particulars()}
+        if self.__cause__ is not None:
+            record["remote_traceback"] = str(self.__cause__)
+        return record
+
+    def _particulars(self) -> dict[str, Any]:
+        return {}
+
+
+class BackendProtocolError(BackendFailed):
+    """A worker broke the protocol: a bad, truncated or unexpected frame (the frame's ProtocolError says which),
+    or a reply that does not say what it must."""
+
+    kind = "protocol"
+
+    def __init__(self, backend: str, phase: str, message: str):
+        super().__init__(backend, phase, f"protocol error: {message}")
 
 
 class RemoteTraceback(Exception):
@@ -88,6 +120,8 @@ class RemoteTraceback(Exception):
 class BackendCrashed(BackendFailed):
     """The worker process died without saying goodbye (signal or exit code)."""
 
+    kind = "crash"
+
     def __init__(self, backend: str, phase: str, *, exit_code: int | None, signal_name: str | None,
                  stderr_tail: str):
         how = f"killed by {signal_name}" if signal_name else f"exited with code {exit_code}"
@@ -96,14 +130,26 @@ class BackendCrashed(BackendFailed):
         self.signal_name = signal_name
         self.stderr_tail = stderr_tail
 
+    @property
+    def how(self) -> str:
+        return f"signal {self.signal_name}" if self.signal_name else self.kind
+
+    def _particulars(self) -> dict[str, Any]:
+        return {"exit_code": self.worker_exit_code, "signal": self.signal_name, "stderr_tail": self.stderr_tail}
+
 
 class BackendTimeout(BackendFailed):
     """The worker did not answer within the deadline and was stopped."""
+
+    kind = "timeout"
 
     def __init__(self, backend: str, phase: str, seconds: float):
         limit = "the limit for starting a worker" if phase == "start" else "--timeout"
         super().__init__(backend, phase, f"no answer within {seconds:g} s ({limit}); worker stopped")
         self.seconds = seconds
+
+    def _particulars(self) -> dict[str, Any]:
+        return {"seconds": self.seconds}
 
 
 def exit_code_of(exc: BaseException) -> ExitCode:

@@ -107,6 +107,19 @@ class ReportData:
         return self.result.failures
 
     @property
+    def mismatched(self) -> list[PairTally]:
+        """The pairs that had outputs to compare and failed (a pair that compared nothing is not among them)."""
+        return [tally for tally in self.result.tallies.values() if not tally.passed and tally.outputs]
+
+    def failing_outputs(self, backend: str, reference: str) -> list[str]:
+        """The outputs of ``backend`` compared with ``reference`` that failed in a retained iteration, in order."""
+        names: dict[str, None] = {}
+        for pair in self.result.pairs:
+            if (pair.backend, pair.reference) == (backend, reference):
+                names.update(dict.fromkeys(o.output for o in pair.outputs if not o.passed))
+        return list(names)
+
+    @property
     def non_finite(self) -> list[NonFinite]:
         return self.result.non_finite
 

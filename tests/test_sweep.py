@@ -12,9 +12,12 @@ import time
 import uuid
 import xml.etree.ElementTree as ET
 
+from cmpx.errors import ExitCode
+from cmpx.reports.json_report import FailureSummary, PairSummary, RunSummary
 from cmpx.reports.terminal import Progress
 from cmpx.sweep.cell import run_cell_task
 from cmpx.sweep.progress import SweepProgress
+from cmpx.sweep.summary import CellEntry, CellFailure
 from cmpx.testing import models as modelgen
 from cmpx.testing.leaks import orphaned_workers, runner_processes, worker_processes
 from conftest import REPO, interruptible
@@ -200,9 +203,9 @@ def test_the_status_line_counts_cells_and_estimates_the_time_left():
     progress = SweepProgress(4, lines.append, Progress(stream, enabled=True))
     progress.cell_started()
     progress.cell_started()
-    entry = {"model": "zoo/conv.onnx", "run": "fp16", "verdict": "mismatch", "worst_abs": 1e-3, "worst_rel": 2e-2,
-             "failure": None, "pairs": []}
-    progress.cell_finished(entry, 1.5)
+    pair = PairSummary("onnxrt", "onnxref", 1, 0, 1, 0, 1e-3, 2e-2, None)
+    entry = CellEntry("zoo/conv.onnx", "fp16", ExitCode.MISMATCH, run_summary=RunSummary(1, (pair,)), seconds=1.5)
+    progress.cell_finished(entry)
     assert lines == ["[1/4] zoo/conv.onnx | fp16: mismatch (abs 0.001, rel 0.02) (1.5 s)"]
     status = stream.getvalue().split("\r\x1b[2K")[-1]
     assert status.startswith("sweep: 1/4 cells done, 1 under way, 1 not passed | ") and "s left" in status
@@ -211,10 +214,10 @@ def test_the_status_line_counts_cells_and_estimates_the_time_left():
     quiet = io.StringIO()
     SweepProgress(1, lines.append, Progress(quiet, enabled=False)).cell_started()  # not a terminal: nothing
     assert quiet.getvalue() == ""
-    failed = {"model": "zoo/conv.onnx", "run": "x", "verdict": "backend failed", "worst_abs": None,
-              "worst_rel": None, "pairs": [], "failure": {"backends": [{"backend": "onnxrt", "phase": "infer"}],
-                                                          "message": "onnxrt failed during infer: shapes\nmore"}}
-    progress.cell_finished(failed, 2.0)
+    failure = CellFailure("onnxrt failed during infer: shapes\nmore",
+                          (FailureSummary("onnxrt", "infer", "error", "shapes\nmore"),))
+    failed = CellEntry("zoo/conv.onnx", "x", ExitCode.BACKEND_FAILED, failure=failure, seconds=2.0)
+    progress.cell_finished(failed)
     assert lines[-2:] == ["[2/4] zoo/conv.onnx | x: backend failed: onnxrt infer (2.0 s)",
                           "        onnxrt failed during infer: shapes"]  # its own line, never an escaped \n
 
@@ -226,7 +229,7 @@ def test_a_cell_asked_for_off_the_main_thread_runs_in_a_runner_process(tmp_path)
     task = {"model": model, "words": ["--backend", "onnxrt", "--backend", "onnxref"], "cwd": str(tmp_path),
             "plugins": [], "key": "conv"}
     outcome = {}
-    thread = threading.Thread(target=lambda: outcome.update(run_cell_task(task)))
+    thread = threading.Thread(target=lambda: outcome.update(run_cell_task(task).to_dict()))
     thread.start()
     thread.join(timeout=120)
     no_runner_left()

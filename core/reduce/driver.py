@@ -91,7 +91,7 @@ def _reduce(options: ReduceOptions, checked: Preflight, observer: Observer, echo
         raise UsageError(whole.error)
     if whole.passed:
         echo(f"full model: passed ({whole.seconds:.1f} s)")
-        echo("the full model passes: nothing to reduce (exit 0)")
+        echo(f"the full model passes: nothing to reduce (exit {int(ExitCode.PASSED)})")
         return ExitCode.PASSED
     fail_on = fail_on or ("any" if whole.mismatch and whole.failures else "crash" if whole.failures else "mismatch")
     echo(f"full model: {whole.verdict()} ({whole.seconds:.1f} s) | failing means: "
@@ -100,15 +100,17 @@ def _reduce(options: ReduceOptions, checked: Preflight, observer: Observer, echo
         echo(f"  {message}")
     cannot = [n for n, (phase, _) in whole.failures.items() if phase == "start"]
     if cannot:
-        echo(f"cannot reduce: {', '.join(cannot)} could not start, on any model (exit 3)")
+        echo(f"cannot reduce: {', '.join(cannot)} could not start, on any model "
+             f"(exit {int(ExitCode.BACKEND_FAILED)})")
         return ExitCode.BACKEND_FAILED
     expected = dict(whole.failures)
     if not whole.shows(fail_on, {}):
         if fail_on == "crash":
-            echo("the full model fails by a mismatch, not a crash: nothing to reduce for --fail-on crash (exit 0)")
+            echo("the full model fails by a mismatch, not a crash: nothing to reduce for --fail-on crash "
+                 f"(exit {int(ExitCode.PASSED)})")
             return ExitCode.PASSED
         echo("the full model shows no mismatch: a backend failed and nothing was compared; --fail-on crash reduces "
-             "that (exit 3)")
+             f"that (exit {int(ExitCode.BACKEND_FAILED)})")
         return ExitCode.BACKEND_FAILED
     space = RunSpace()
     try:
@@ -211,14 +213,14 @@ def _values(request: RunRequest, checked: Preflight, whole: Observation, scratch
     usable = [name for name in dict.fromkeys(order) if name in marking and name not in whole.failures]
     if not usable:
         echo("cannot reduce: no backend that marks tensors ran the full model, so there are no values to feed "
-             "candidates with (exit 3)")
+             f"candidates with (exit {int(ExitCode.BACKEND_FAILED)})")
         return None
     backend = usable[0]
     outputs, inputs = os.path.join(scratch, "values"), os.path.join(scratch, "values-inputs")
     seen = observer(values_request(_for_backends(request, checked, {backend}), words[backend], outputs, inputs))
     if seen.error is not None or seen.failures:
         echo(f"cannot reduce: {backend} failed to compute every tensor of the model: {seen.error or seen.verdict()} "
-             "(exit 3)")
+             f"(exit {int(ExitCode.BACKEND_FAILED)})")
         return None
     saved = read_cmpx_run(outputs).sources
     values = ReferenceValues(backend, read_cmpx_run(inputs).sources[0], saved[0])
@@ -314,7 +316,7 @@ def _fails_anywhere(options: ReduceOptions, maker: CandidateMaker, kept: list[in
     if not seen.shows("crash", expected):
         return False
     echo(f"cannot reduce: {', '.join(sorted(seen.failures))} failed the same way on {maker.index.node_label(other)}"
-         " alone: it fails on any model, not because of a part of this one (exit 3)")
+         f" alone: it fails on any model, not because of a part of this one (exit {int(ExitCode.BACKEND_FAILED)})")
     return True
 
 

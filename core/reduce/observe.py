@@ -7,13 +7,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from cmpx.errors import BackendCrashed, BackendTimeout, CmpxError, telling_line
+from cmpx.errors import CmpxError, telling_line
 from cmpx.report_data import RunInterrupted
 
 if TYPE_CHECKING:
-    from cmpx.errors import BackendFailed
     from cmpx.plugins import PluginSet, PluginSettings
     from cmpx.report import Report
     from cmpx.request import RunRequest
@@ -26,7 +25,8 @@ MESSAGE_LIMIT = 300  # characters of a backend failure's message under a candida
 
 @dataclass
 class Observation:
-    """What one run showed. ``failures``: backend -> (phase, kind), kind one of crash, timeout, error."""
+    """What one run showed, read from its Report (``of``). ``failures``: backend -> (phase, kind), the kind as the
+    failure says it (``BackendFailed.kind``: error, protocol, crash, timeout)."""
 
     mismatch: bool = False
     failures: dict[str, tuple[str, str]] = field(default_factory=dict)
@@ -69,6 +69,25 @@ class Observation:
         failed, compared = self.details[:len(self.failures)], self.details[len(self.failures):]
         return "; ".join(failed + ([f"mismatch ({'; '.join(compared)})"] if compared else []))
 
+    @classmethod
+    def of(cls, report: Report, seconds: float, warnings: list[str]) -> Observation:
+        """What ``report`` shows: its backend failures (each one's phase and kind, as the failure says), and a
+        mismatch where a pair that had outputs to compare failed, or --validate found NaN or Inf. A candidate that
+        compared nothing (a prefix of Identity nodes on weights, which takes no graph input) shows no mismatch."""
+        observation = cls(seconds=seconds, report=report, warnings=warnings)
+        for name, error in report.failures.items():
+            observation.failures[name] = (error.phase, error.kind)
+            observation.details.append(f"{name} {error.how} during {error.phase}")
+            observation.messages.append(telling_line(str(error)) or error.how)
+        observation.mismatch = bool(report.mismatched or report.non_finite)
+        for tally in report.mismatched:
+            outputs = report.failing_outputs(tally.backend, tally.reference)
+            shown = ", ".join(outputs[:3]) + (f" and {len(outputs) - 3} more" if len(outputs) > 3 else "")
+            observation.details.append(f"{tally.backend} vs {tally.reference}: {shown or 'nothing compared'}")
+        if report.non_finite:
+            observation.details.append(f"NaN or Inf in {report.non_finite[0].backend} {report.non_finite[0].output}")
+        return observation
+
     def uncounted_messages(self, fail_on: str, expected: Mapping[str, tuple[str, str]]) -> list[str]:
         """Each backend failure's message (its first line, cut to MESSAGE_LIMIT characters) where they do not count
         as failing: why the backend failed on this candidate but not as it did on the full model."""
@@ -77,14 +96,6 @@ class Observation:
         keep = MESSAGE_LIMIT // 3
         return [m if len(m) <= MESSAGE_LIMIT else f"{m[:MESSAGE_LIMIT - keep - 5]} ... {m[-keep:]}"
                 for m in self.messages]
-
-
-def failure_kind(error: BackendFailed) -> str:
-    if isinstance(error, BackendCrashed):
-        return "crash"
-    if isinstance(error, BackendTimeout):
-        return "timeout"
-    return "error"
 
 
 class Observer:
@@ -117,12 +128,12 @@ class Observer:
 
 def observe(request: RunRequest, plugins: PluginSet, settings: PluginSettings,
             echo: Callable[[str], None] | None = None, pool: WorkerPool | None = None) -> Observation:
-    """Run ``request`` in a Session of its own (fresh workers, from ``pool`` if given) and classify the outcome.
-    ``echo`` receives the run's text report (``cmpx reduce -v``)."""
+    """Run ``request`` in a Session of its own (fresh workers, from ``pool`` if given) and say what its report
+    shows. ``echo`` receives the run's text report (``cmpx reduce -v``)."""
     from cmpx.session import Session
 
     started = time.monotonic()
-    observation = Observation()
+    warnings: list[str] = []
     reporter_for = None
     if echo is not None:
         from cmpx.reports.text import TextReporter
@@ -130,44 +141,11 @@ def observe(request: RunRequest, plugins: PluginSet, settings: PluginSettings,
         def reporter_for(plan):
             return TextReporter(plan, echo)
     try:
-        with Session(request, plugins, settings, reporter_for=reporter_for, warn=observation.warnings.append,
+        with Session(request, plugins, settings, reporter_for=reporter_for, warn=warnings.append,
                      pool=pool) as session:
             report = session.run()
     except RunInterrupted:
         raise
     except CmpxError as exc:
-        observation.error = str(exc)
-        observation.seconds = time.monotonic() - started
-        return observation
-    observation.seconds = time.monotonic() - started
-    observation.report = report
-    _classify(observation, report)
-    return observation
-
-
-def _classify(observation: Observation, report: Report) -> None:
-    for name, error in report.failures.items():
-        kind = failure_kind(error)
-        observation.failures[name] = (error.phase, kind)
-        what = f"signal {error.signal_name}" if isinstance(error, BackendCrashed) and error.signal_name else kind
-        observation.details.append(f"{name} {what} during {error.phase}")
-        observation.messages.append(telling_line(str(error)) or what)
-    # a pair fails by a mismatch only where it had outputs to compare: a candidate that compared nothing (a prefix
-    # of Identity nodes on weights, which takes no graph input) shows nothing, and is no failure
-    failing = [t for t in report.tallies if not t.passed and t.outputs]
-    if failing or report.non_finite:
-        observation.mismatch = True
-    for tally in failing:
-        outputs = _failing_outputs(report, tally.backend, tally.reference)
-        shown = ", ".join(outputs[:3]) + (f" and {len(outputs) - 3} more" if len(outputs) > 3 else "")
-        observation.details.append(f"{tally.backend} vs {tally.reference}: {shown or 'nothing compared'}")
-    if report.non_finite:
-        observation.details.append(f"NaN or Inf in {report.non_finite[0].backend} {report.non_finite[0].output}")
-
-
-def _failing_outputs(report: Report, backend: str, reference: str) -> list[str]:
-    names: dict[str, Any] = {}
-    for pair in report.pairs:
-        if (pair.backend, pair.reference) == (backend, reference):
-            names.update(dict.fromkeys(o.output for o in pair.outputs if not o.passed))
-    return list(names)
+        return Observation(error=str(exc), seconds=time.monotonic() - started, warnings=warnings)
+    return Observation.of(report, time.monotonic() - started, warnings)

@@ -12,10 +12,11 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from cmpx._version import __version__
-from cmpx.errors import BackendCrashed, BackendFailed, BackendTimeout, OutputFailed
+from cmpx.errors import OutputFailed
 from cmpx.outputs import AtomicFile
 from cmpx.reports.reporter import SilentReporter
 from cmpx.results import PairResult, PairTally, RunResult
@@ -64,7 +65,7 @@ def document_tail(report: ReportData) -> dict[str, Any]:
                          "infer_seconds": None if timing is None else {
                              "count": timing.count, "mean": timing.mean, "min": timing.fastest,
                              "max": timing.slowest},
-                         "failure": failure_record(result.failures.get(b.name))})
+                         "failure": failure.record() if (failure := result.failures.get(b.name)) else None})
     backends += [{"name": b.name, "kind": "saved", "path": b.path, "iterations": len(b.source),
                   "saved_by": getattr(b.source, "about", None)} for b in plan.saved_backends]
     request = report.request
@@ -167,22 +168,6 @@ def compared_tensors(plan: RunPlan, result: RunResult) -> list[dict[str, str]]:
     return [{"name": t.name, "node": t.node, "op_type": t.op_type} for t in plan.graph.tensors if t.name in wanted]
 
 
-def failure_record(error: BackendFailed | None) -> dict[str, Any] | None:
-    if error is None:
-        return None
-    record: dict[str, Any] = {"phase": error.phase, "message": error.detail, "kind": "error"}
-    if isinstance(error, BackendCrashed):
-        record |= {"kind": "crash", "exit_code": error.worker_exit_code, "signal": error.signal_name,
-                   "stderr_tail": error.stderr_tail}
-    elif isinstance(error, BackendTimeout):
-        record |= {"kind": "timeout", "seconds": error.seconds}
-    elif error.detail.startswith("protocol error"):
-        record["kind"] = "protocol"
-    if error.__cause__ is not None:
-        record["remote_traceback"] = str(error.__cause__)
-    return record
-
-
 def pair_summary(tally: PairTally) -> dict[str, Any]:
     divergence = tally.first_divergence
     return {"backend": tally.backend, "reference": tally.reference, "iterations": tally.iterations,
@@ -196,6 +181,99 @@ def pair_summary(tally: PairTally) -> dict[str, Any]:
             "local_error_seconds": tally.local_error_seconds,
             "cannot_fail": [{"output": name, "reference_max": peak, "atol": atol}
                             for name, (peak, atol) in tally.cannot_fail.items()]}
+
+
+@dataclass(frozen=True)
+class FirstDivergence:
+    """Where a pair's error first enters, as the document's pair summary says it."""
+
+    iteration: int | None
+    tensor: str | None
+    node: str | None
+    op_type: str | None
+
+
+@dataclass(frozen=True)
+class PairSummary:
+    """One pair's totals as the document's ``pairs`` hold them (written by ``pair_summary``); the worst errors are
+    floats again (NaN and infinities included)."""
+
+    backend: str
+    reference: str
+    iterations: int
+    iterations_passed: int
+    outputs: int
+    outputs_passed: int
+    worst_abs: float | None
+    worst_rel: float | None
+    first_divergence: FirstDivergence | None
+
+    @property
+    def passed(self) -> bool:
+        return self.iterations > 0 and self.iterations_passed == self.iterations
+
+
+@dataclass(frozen=True)
+class FailureSummary:
+    """A backend's failure as the document's ``backends`` hold it (``BackendFailed.record()``)."""
+
+    backend: str
+    phase: str
+    kind: str
+    message: str
+
+
+@dataclass(frozen=True)
+class BackendSummary:
+    """A live backend's timings as the document's ``backends`` hold them."""
+
+    name: str
+    load_seconds: float | None
+    mean_infer_seconds: float | None
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """A --report-json document read back, in sum: its exit code, each pair's totals, each live backend's timings
+    and each backend's failure. The one reader of the documents this module writes (a sweep's report.json)."""
+
+    exit_code: int
+    pairs: tuple[PairSummary, ...] = ()
+    backends: tuple[BackendSummary, ...] = ()
+    failures: tuple[FailureSummary, ...] = ()
+
+    @classmethod
+    def from_document(cls, document: Mapping[str, Any]) -> RunSummary:
+        """Raises ValueError for a document that is not a cmpx report."""
+        try:
+            if document.get("format") != "cmpx-report":
+                raise ValueError("not a cmpx report")
+            pairs = tuple(PairSummary(
+                pair["backend"], pair["reference"], int(pair["iterations"]), int(pair["iterations_passed"]),
+                int(pair["outputs"]), int(pair["outputs_passed"]), _number(pair["worst_abs"]),
+                _number(pair["worst_rel"]), _first_divergence(pair.get("first_divergence")))
+                for pair in document["pairs"])
+            live = [b for b in document["backends"] if b.get("kind") == "live"]
+            backends = tuple(BackendSummary(b["name"], b.get("load_seconds"),
+                                            (b.get("infer_seconds") or {}).get("mean")) for b in live)
+            failures = tuple(FailureSummary(b["name"], b["failure"]["phase"], b["failure"]["kind"],
+                                            b["failure"]["message"]) for b in live if b.get("failure"))
+            return cls(int(document["exit_code"]), pairs, backends, failures)
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise ValueError(f"not a cmpx report: {type(exc).__name__} {exc}") from None
+
+
+def _first_divergence(found: Mapping[str, Any] | None) -> FirstDivergence | None:
+    if not found:
+        return None
+    return FirstDivergence(found.get("iteration"), found.get("tensor"), found.get("node"), found.get("op_type"))
+
+
+def _number(value: Any) -> float | None:
+    """A number of the document: JSON's, or the strings ``strict`` writes for non-finite ones."""
+    if isinstance(value, str):
+        return {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}.get(value)
+    return value if isinstance(value, (int, float)) else None
 
 
 def _divergence(divergence: Any) -> dict[str, Any]:

@@ -5,9 +5,8 @@ The calling thread must be its process's main thread: cmpx's workers ask the ker
 that started them ends (PR_SET_PDEATHSIG). A local sweep calls this in a runner process of its own
 (cmpx.sweep.runner); a Ray task runs on its worker process's main thread, and ``run_cell_task`` checks that.
 
-The outcome is plain JSON data, so that it can come back through a pipe or through Ray:
-``exit_code``, ``report`` (the --report-json document, or None when the run never started), ``log`` (the text
-report ``cmpx run`` would print), ``failure`` (why the cell gave no verdict), ``seconds``, ``host``.
+The outcome (cmpx.sweep.outcome.CellOutcome) comes back through a pipe as one JSON line, or through Ray as it
+is.
 """
 
 from __future__ import annotations
@@ -17,49 +16,51 @@ import socket
 import threading
 import time
 import traceback
+from dataclasses import replace
 from typing import Any
+
 from cmpx.errors import ExitCode
+from cmpx.sweep.outcome import CellOutcome
 
 
-def run_cell(task: dict[str, Any]) -> dict[str, Any]:
+def run_cell(task: dict[str, Any]) -> CellOutcome:
     """Run ``task`` (cmpx.sweep.matrix.Cell.task) here; never raises but for a second interrupt."""
-    from cmpx.errors import CmpxError, ExitCode
+    from cmpx.errors import CmpxError
     from cmpx.report_data import RunInterrupted
 
     started = time.monotonic()
     lines: list[str] = []
-    outcome: dict[str, Any] = {"exit_code": int(ExitCode.INTERNAL), "report": None, "failure": None,
-                               "host": socket.gethostname(), "pid": os.getpid()}
+    outcome = CellOutcome(ExitCode.INTERNAL, host=socket.gethostname(), pid=os.getpid())
     here = os.getcwd()
     try:
         os.chdir(task["cwd"])  # relative paths in the args are relative to the sweep file, as its globs are
     except OSError as exc:
-        outcome.update(exit_code=int(ExitCode.USAGE), failure=f"cannot enter {task['cwd']} (the sweep file's "
-                       f"directory) on {outcome['host']}: {exc.strerror}; every node must see the sweep's files at "
-                       "the same path")
+        outcome = replace(outcome, exit_code=ExitCode.USAGE, failure=f"cannot enter {task['cwd']} (the sweep "
+                          f"file's directory) on {outcome.host}: {exc.strerror}; every node must see the sweep's "
+                          "files at the same path")
         return _finish(outcome, lines, started)
     try:
         report = _run(task, lines)
-        outcome.update(exit_code=int(report.exit_code), report=report.to_dict())
+        outcome = replace(outcome, exit_code=report.exit_code, report=report.to_dict())
     except RunInterrupted as exc:
-        outcome.update(exit_code=int(ExitCode.INTERRUPTED), failure="interrupted",
-                       report=exc.report.to_dict() if exc.report is not None else None)
+        outcome = replace(outcome, exit_code=ExitCode.INTERRUPTED, failure="interrupted",
+                          report=exc.report.to_dict() if exc.report is not None else None)
     except KeyboardInterrupt:
-        outcome.update(exit_code=int(ExitCode.INTERRUPTED), failure="interrupted")
+        outcome = replace(outcome, exit_code=ExitCode.INTERRUPTED, failure="interrupted")
     except CmpxError as exc:
-        outcome.update(exit_code=int(exc.exit_code), failure=str(exc))
+        outcome = replace(outcome, exit_code=exc.exit_code, failure=str(exc))
     except Exception as exc:  # a bug, or an environment cmpx did not foresee: this cell's internal error
         lines.append(traceback.format_exc())
-        outcome.update(exit_code=int(ExitCode.INTERNAL), failure=f"internal error: {type(exc).__name__}: {exc}")
+        outcome = replace(outcome, exit_code=ExitCode.INTERNAL,
+                          failure=f"internal error: {type(exc).__name__}: {exc}")
     finally:
         os.chdir(here)
     return _finish(outcome, lines, started)
 
 
-def _finish(outcome: dict[str, Any], lines: list[str], started: float) -> dict[str, Any]:
-    outcome["seconds"] = time.monotonic() - started
-    outcome["log"] = "\n".join(lines + ([f"Error: {outcome['failure']}"] if outcome["failure"] else [])) + "\n"
-    return outcome
+def _finish(outcome: CellOutcome, lines: list[str], started: float) -> CellOutcome:
+    log = "\n".join(lines + ([f"Error: {outcome.failure}"] if outcome.failure else [])) + "\n"
+    return replace(outcome, seconds=time.monotonic() - started, log=log)
 
 
 def _run(task: dict[str, Any], lines: list[str]):
@@ -83,7 +84,7 @@ def _run(task: dict[str, Any], lines: list[str]):
         return session.run()
 
 
-def run_cell_task(task: dict[str, Any]) -> dict[str, Any]:
+def run_cell_task(task: dict[str, Any]) -> CellOutcome:
     """A Ray task's body. Ray runs a task on its worker process's main thread; should it ever not, the cell runs
     in a runner process started from this thread instead, which keeps the cell's workers tied to a live thread."""
     if threading.current_thread() is threading.main_thread():

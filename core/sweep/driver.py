@@ -13,14 +13,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from cmpx.errors import ExitCode, UsageError
+from cmpx.errors import UsageError
 from cmpx.report_data import RunInterrupted
 from cmpx.reports.terminal import Progress
 from cmpx.sweep.executors import Executor, Job
 from cmpx.sweep.matrix import Cell, cells, check_runs, model_digest
+from cmpx.sweep.outcome import CellOutcome
 from cmpx.sweep.progress import SweepProgress
 from cmpx.sweep.store import CellStore
-from cmpx.sweep.summary import cell_entry, summary_document, write_summary
+from cmpx.sweep.summary import CellEntry, SweepSummary, write_summary
 from cmpx.sweep.sweepfile import SweepFile, read_sweep_file
 from cmpx.sweep.tables import write_tables
 
@@ -61,13 +62,13 @@ def run_sweep(options: SweepOptions, echo: Callable[[str], None], terminal: Prog
     matrix = cells(sweep, runs)
     digests = {model: model_digest(model) for model in sweep.models}
     fingerprints = {cell.key: cell.fingerprint(digests[cell.model]) for cell in matrix}
-    entries: dict[str, dict[str, Any]] = {}
+    entries: dict[str, CellEntry] = {}
     to_run = []
     for cell in matrix:
         record = store.reusable(cell, fingerprints[cell.key], options.rerun)
         if record is not None:
-            entries[cell.key] = cell_entry(cell.label, cell.run_name, record, store.report(cell, record), cell.key,
-                                           reused=True)
+            entries[cell.key] = CellEntry.of(cell.label, cell.run_name, record, store.report(cell, record), cell.key,
+                                             reused=True)
         else:
             to_run.append(Job(cell, cell.task(sweep.base), dict(cell.run.spec.resources)))
     echo(f"cmpx sweep | {options.file} | {len(sweep.models)} model(s) x {len(runs)} run(s) = {len(matrix)} cells | "
@@ -106,7 +107,7 @@ def _executor(options: SweepOptions, sweep: SweepFile, cells: int,
 class _Events:
     """Writes each finished cell's files at once and keeps its summary entry."""
 
-    def __init__(self, store: CellStore, fingerprints: dict[str, dict], entries: dict[str, dict[str, Any]],
+    def __init__(self, store: CellStore, fingerprints: dict[str, dict[str, Any]], entries: dict[str, CellEntry],
                  progress: SweepProgress):
         self.store = store
         self.fingerprints = fingerprints
@@ -116,33 +117,33 @@ class _Events:
     def started(self, job: Job) -> None:
         self.progress.cell_started()
 
-    def finished(self, job: Job, outcome: dict[str, Any]) -> None:
+    def finished(self, job: Job, outcome: CellOutcome) -> None:
         cell: Cell = job.cell
-        if outcome["exit_code"] == ExitCode.INTERRUPTED:  # not a result: the cell runs again next time
+        if outcome.interrupted:  # not a result: the cell runs again next time
             self.progress.cell_dropped()
             return
         record = self.store.save(cell, self.fingerprints[cell.key], outcome)
-        entry = cell_entry(cell.label, cell.run_name, record, outcome.get("report"), cell.key)
+        entry = CellEntry.of(cell.label, cell.run_name, record, outcome.summary, cell.key)
         self.entries[cell.key] = entry
-        self.progress.cell_finished(entry, outcome.get("seconds"))
+        self.progress.cell_finished(entry)
 
     def tick(self) -> None:
         self.progress.tick()
 
 
-def _summarize(options: SweepOptions, sweep: SweepFile, matrix: list[Cell], entries: dict[str, dict[str, Any]],
+def _summarize(options: SweepOptions, sweep: SweepFile, matrix: list[Cell], entries: dict[str, CellEntry],
                seconds: float, interrupted: bool, echo: Callable[[str], None]) -> int:
-    document = summary_document(
-        [entries.get(cell.key) or cell_entry(cell.label, cell.run_name, None, None, cell.key) for cell in matrix],
+    summary = SweepSummary(
+        [entries.get(cell.key) or CellEntry(cell.label, cell.run_name) for cell in matrix],
         sweep_file=sweep.path, models=[sweep.label(m) for m in sweep.models], runs=[r.name for r in sweep.runs],
         executor=options.executor, seconds=seconds, interrupted=interrupted)
-    write_summary(options.out, document)
-    write_tables(options.out, document)
-    counts = ", ".join(f"{n} {verdict}" for verdict, n in document["counts"].items())
-    echo(f"{len(matrix)} cells: {counts} | exit {document['exit_code']} | {seconds:.1f} s | "
+    write_summary(options.out, summary)
+    write_tables(options.out, summary)
+    counts = ", ".join(f"{n} {verdict}" for verdict, n in summary.counts.items())
+    echo(f"{len(matrix)} cells: {counts} | exit {int(summary.exit_code)} | {seconds:.1f} s | "
          f"results in {options.out} (summary.md, summary.json, junit.xml)")
     if interrupted:
         echo(f"Interrupted: {len(entries)} of {len(matrix)} cells have results, kept in {options.out}; the same "
              "command runs the others")
         raise RunInterrupted()
-    return document["exit_code"]
+    return summary.exit_code

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from cmpx.sweep.matrix import Cell
+
+if TYPE_CHECKING:
+    from cmpx.sweep.outcome import CellOutcome
 
 
 @dataclass(frozen=True)
@@ -23,7 +26,7 @@ class Events(Protocol):
     outcome is back (cmpx.sweep.cell), ``tick()`` at least every quarter second while waiting."""
 
     def started(self, job: Job) -> None: ...
-    def finished(self, job: Job, outcome: dict[str, Any]) -> None: ...
+    def finished(self, job: Job, outcome: CellOutcome) -> None: ...
     def tick(self) -> None: ...
 
 

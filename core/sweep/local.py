@@ -8,7 +8,6 @@ from collections import deque
 from collections.abc import Sequence
 from multiprocessing.connection import wait
 
-from cmpx.errors import ExitCode
 from cmpx.sweep.executors import Events, Job
 from cmpx.sweep.runner_process import RunnerProcess
 
@@ -39,7 +38,7 @@ class LocalExecutor:
                 for runner in wait(list(busy), timeout=TICK_SECONDS):
                     job = busy.pop(runner)
                     outcome = runner.outcome()
-                    if runner.process.poll() is None and outcome["exit_code"] != ExitCode.INTERRUPTED:
+                    if runner.process.poll() is None and not outcome.interrupted:
                         idle.append(runner)
                     events.finished(job, outcome)
                 events.tick()

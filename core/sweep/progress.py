@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
-
 from cmpx.reports.terminal import Progress
+from cmpx.sweep.summary import CellEntry
 from cmpx.sweep.tables import detail, short
 
 
@@ -26,15 +25,16 @@ class SweepProgress:
         self.running += 1
         self.tick()
 
-    def cell_finished(self, entry: dict[str, Any], seconds: float | None) -> None:
+    def cell_finished(self, entry: CellEntry) -> None:
         self.running -= 1
         self.done += 1
-        self.failed += entry["verdict"] != "passed"
+        self.failed += entry.verdict != "passed"
+        seconds = entry.seconds
         took = f" ({seconds:.1f} s)" if isinstance(seconds, (int, float)) else ""
-        line = f"[{self.done}/{self.total}] {entry['model']} | {entry['run']}: {short(entry)}{took}"
+        line = f"[{self.done}/{self.total}] {entry.model} | {entry.run}: {short(entry)}{took}"
         self.terminal.clear()
         self.echo(line)
-        if entry["verdict"] not in ("passed", "mismatch"):  # a line of its own (one echo is one line)
+        if entry.verdict not in ("passed", "mismatch"):  # a line of its own (one echo is one line)
             self.echo(f"        {detail(entry)}")
         self.tick(force=True)
 

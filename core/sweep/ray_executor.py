@@ -17,11 +17,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from cmpx.errors import ExitCode, UsageError, telling_line
+from cmpx.sweep.outcome import CellOutcome
 from cmpx.sweep.executors import Events, Job
 
 TICK_SECONDS = 0.25
 INTERRUPT_GRACE_SECONDS = 15.0
-INTERNAL = 4
 
 
 def import_ray() -> Any:
@@ -141,7 +141,7 @@ class RayExecutor:
                              "--ray-address of a cluster that has it")
         self.warn(f"{needs}, and the Ray cluster has {total} now: those cells wait until nodes that have it join")
 
-    def _outcome(self, ref: Any) -> dict[str, Any]:
+    def _outcome(self, ref: Any) -> CellOutcome:
         ray = self.ray
         try:
             return ray.get(ref)
@@ -149,7 +149,7 @@ class RayExecutor:
             return _failed(ExitCode.INTERRUPTED, "interrupted")
         except ray.exceptions.RayError as exc:  # the task's process died, or Ray lost it
             first = telling_line(str(exc))
-            return _failed(INTERNAL, f"the Ray task running this cell failed: {type(exc).__name__}: {first}")
+            return _failed(ExitCode.INTERNAL, f"the Ray task running this cell failed: {type(exc).__name__}: {first}")
 
     def _interrupt(self, in_flight: dict[Any, Job], events: Events) -> None:
         """Cancel every cell: those under way get a KeyboardInterrupt, stop their workers and answer; those that
@@ -178,5 +178,5 @@ def _check_reachable(address: str, seconds: float = 10.0) -> None:
         raise UsageError(f"cannot reach the Ray cluster at {address}: {exc.strerror or exc}") from None
 
 
-def _failed(code: int, failure: str) -> dict[str, Any]:
-    return {"exit_code": code, "report": None, "failure": failure, "seconds": None, "host": None, "log": failure}
+def _failed(code: ExitCode, failure: str) -> CellOutcome:
+    return CellOutcome(code, failure=failure, log=failure)

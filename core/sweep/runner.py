@@ -34,9 +34,9 @@ def main(argv: list[str]) -> int:
     with os.fdopen(results_fd, "w", encoding="utf-8") as results:
         for line in sys.stdin:
             outcome = run_cell(json.loads(line))
-            results.write(json.dumps(outcome, allow_nan=False) + "\n")
+            results.write(json.dumps(outcome.to_dict(), allow_nan=False) + "\n")
             results.flush()
-            if outcome["exit_code"] == ExitCode.INTERRUPTED:
+            if outcome.interrupted:
                 return ExitCode.INTERRUPTED
     return ExitCode.PASSED
 

@@ -11,6 +11,8 @@ import sys
 import tempfile
 from typing import Any
 
+from cmpx.errors import ExitCode
+from cmpx.sweep.outcome import CellOutcome
 from cmpx.transport.idle_threads import quiet_idle_threads
 
 LOG_TAIL_BYTES = 4096
@@ -50,20 +52,20 @@ class RunnerProcess:
         except OSError:
             pass  # it died: its results end, and ``outcome`` says how
 
-    def outcome(self) -> dict[str, Any]:
+    def outcome(self) -> CellOutcome:
         """The outcome of the cell under way; call when ``results`` is readable. A runner that died instead
         gives an internal-error outcome that says how, with the end of its log."""
         line = self.results.readline()
         self.task = None
         if line.endswith("\n"):
-            return json.loads(line)
+            return CellOutcome.from_dict(json.loads(line))
         code = self.process.wait()
         how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
         tail = self._log_tail()
-        return {"exit_code": 4, "report": None, "seconds": None, "host": None, "pid": self.process.pid,
-                "failure": f"the process running this cell {how}", "log": tail}
+        return CellOutcome(ExitCode.INTERNAL, failure=f"the process running this cell {how}", log=tail,
+                           pid=self.process.pid)
 
-    def run(self, task: dict[str, Any]) -> dict[str, Any]:
+    def run(self, task: dict[str, Any]) -> CellOutcome:
         """Run one cell and wait for its outcome."""
         self.submit(task)
         return self.outcome()

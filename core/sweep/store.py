@@ -14,16 +14,50 @@ from __future__ import annotations
 import json
 import os
 import time
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from cmpx.errors import UsageError
+from cmpx.errors import ExitCode, UsageError
 from cmpx.outputs import write_whole
+from cmpx.reports.json_report import RunSummary
 from cmpx.sweep.matrix import Cell
+from cmpx.sweep.outcome import CellOutcome
 
-VERDICT_EXIT_CODES = (0, 1, 3)  # a report with a verdict; others (2, 4) never compared anything
+VERDICT_EXIT_CODES = (ExitCode.PASSED, ExitCode.MISMATCH, ExitCode.BACKEND_FAILED)  # a report with a verdict;
+# the others (usage error, internal error) never compared anything
 
 
 MARKER = ".cmpx-sweep"  # what makes a directory a cmpx sweep's results (written when the first sweep starts)
+
+
+@dataclass(frozen=True)
+class CellRecord:
+    """A finished cell's ``cell.json``: its model and run, what ``cmpx run`` exited with, why it gave no verdict
+    (``failure``), timings, where it ran, the fingerprint of its inputs, and its files in the cell's folder
+    (``report`` None when the run never started)."""
+
+    model: str
+    model_path: str
+    run: str
+    exit_code: int
+    failure: str | None
+    seconds: float | None
+    host: str | None
+    finished: str
+    fingerprint: dict[str, Any]
+    report: str | None
+    log: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> CellRecord | None:
+        """The record ``data`` holds, or None when it is not a whole record (an older or damaged file)."""
+        names = [f.name for f in fields(cls)]
+        if not isinstance(data, dict) or not all(name in data for name in names):
+            return None
+        return cls(**{name: data[name] for name in names})
 
 
 class CellStore:
@@ -41,55 +75,55 @@ class CellStore:
     def folder(self, cell: Cell) -> str:
         return os.path.join(self.cells, cell.key)
 
-    def record(self, cell: Cell) -> dict[str, Any] | None:
+    def record(self, cell: Cell) -> CellRecord | None:
         """The cell's record from an earlier sweep, if complete and readable."""
         try:
             with open(os.path.join(self.folder(cell), "cell.json"), encoding="utf-8") as f:
-                record = json.load(f)
+                return CellRecord.from_dict(json.load(f))
         except (OSError, ValueError):
             return None
-        return record if isinstance(record, dict) else None
 
-    def reusable(self, cell: Cell, fingerprint: dict[str, Any], rerun: str | None) -> dict[str, Any] | None:
+    def reusable(self, cell: Cell, fingerprint: dict[str, Any], rerun: str | None) -> CellRecord | None:
         """The earlier record to keep instead of running the cell, or None to run it."""
         record = self.record(cell)
-        if rerun == "all" or record is None or record.get("fingerprint") != fingerprint:
+        if rerun == "all" or record is None or record.fingerprint != fingerprint:
             return None
-        if record.get("exit_code") not in VERDICT_EXIT_CODES or not record.get("report"):
+        if record.exit_code not in VERDICT_EXIT_CODES or not record.report:
             return None
-        if not os.path.isfile(os.path.join(self.folder(cell), record["report"])):
+        if not os.path.isfile(os.path.join(self.folder(cell), record.report)):
             return None
-        if rerun == "failed" and record.get("exit_code") != 0:
+        if rerun == "failed" and record.exit_code != ExitCode.PASSED:
             return None
         return record
 
-    def save(self, cell: Cell, fingerprint: dict[str, Any], outcome: dict[str, Any]) -> dict[str, Any]:
+    def save(self, cell: Cell, fingerprint: dict[str, Any], outcome: CellOutcome) -> CellRecord:
         """Write a finished cell's files; return its record."""
         folder = self.folder(cell)
         os.makedirs(folder, exist_ok=True)
         record_path = os.path.join(folder, "cell.json")
         if os.path.exists(record_path):
             os.unlink(record_path)  # incomplete until the new record is written
-        report = outcome.get("report")
+        report = outcome.report
         if report is not None:
             _write(os.path.join(folder, "report.json"), json.dumps(report, indent=1, allow_nan=False) + "\n")
         elif os.path.exists(os.path.join(folder, "report.json")):
             os.unlink(os.path.join(folder, "report.json"))
-        _write(os.path.join(folder, "log.txt"), outcome.get("log") or "")
-        record = {"model": cell.label, "model_path": cell.model, "run": cell.run_name,
-                  "exit_code": outcome["exit_code"], "failure": outcome.get("failure"),
-                  "seconds": outcome.get("seconds"), "host": outcome.get("host"),
-                  "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "fingerprint": fingerprint,
-                  "report": "report.json" if report is not None else None, "log": "log.txt"}
-        _write(record_path, json.dumps(record, indent=1) + "\n")
+        _write(os.path.join(folder, "log.txt"), outcome.log or "")
+        record = CellRecord(model=cell.label, model_path=cell.model, run=cell.run_name,
+                            exit_code=int(outcome.exit_code), failure=outcome.failure, seconds=outcome.seconds,
+                            host=outcome.host, finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                            fingerprint=fingerprint, report="report.json" if report is not None else None,
+                            log="log.txt")
+        _write(record_path, json.dumps(record.to_dict(), indent=1) + "\n")
         return record
 
-    def report(self, cell: Cell, record: dict[str, Any]) -> dict[str, Any] | None:
-        if not record.get("report"):
+    def report(self, cell: Cell, record: CellRecord) -> RunSummary | None:
+        """The cell's report.json, read back typed; None if it has none or it cannot be read."""
+        if not record.report:
             return None
         try:
-            with open(os.path.join(self.folder(cell), record["report"]), encoding="utf-8") as f:
-                return json.load(f)
+            with open(os.path.join(self.folder(cell), record.report), encoding="utf-8") as f:
+                return RunSummary.from_document(json.load(f))
         except (OSError, ValueError):
             return None
 

@@ -1,6 +1,10 @@
 """``summary.json``: every cell of the sweep with its verdict, worst errors, first divergence, timings and failure,
 and the sweep's exit code: 3 if any cell's backend failed (or a cell could not run: bad input for that model, an
-internal error), else 1 if any cell mismatched, else 0; 130 when interrupted."""
+internal error), else 1 if any cell mismatched, else 0; 130 when interrupted.
+
+``CellEntry`` is one cell as the summaries, the progress lines and the tables see it, made from the cell's record
+(cmpx.sweep.store) and its report read back (cmpx.reports.json_report.RunSummary); ``SweepSummary`` is the
+whole sweep. ``to_dict`` and ``to_document`` write summary.json."""
 
 from __future__ import annotations
 
@@ -8,15 +12,21 @@ import json
 import math
 import os
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from cmpx._version import __version__
 from cmpx.errors import ExitCode
 from cmpx.outputs import write_whole
+from cmpx.reports.json_report import FailureSummary, FirstDivergence, PairSummary, RunSummary, strict
 
-VERDICTS = {ExitCode.PASSED: "passed", ExitCode.MISMATCH: "mismatch", ExitCode.USAGE: "usage error",
-            ExitCode.BACKEND_FAILED: "backend failed", ExitCode.INTERNAL: "internal error",
-            ExitCode.INTERRUPTED: "interrupted", None: "not run"}
+if TYPE_CHECKING:
+    from cmpx.sweep.store import CellRecord
+
+VERDICTS: dict[int | None, str] = {
+    ExitCode.PASSED: "passed", ExitCode.MISMATCH: "mismatch", ExitCode.USAGE: "usage error",
+    ExitCode.BACKEND_FAILED: "backend failed", ExitCode.INTERNAL: "internal error",
+    ExitCode.INTERRUPTED: "interrupted", None: "not run"}
 NOT_RUN = "not run"
 
 
@@ -24,85 +34,140 @@ def verdict(exit_code: int | None) -> str:
     return VERDICTS.get(exit_code, f"exit {exit_code}")
 
 
-def cell_entry(model: str, run: str, record: dict[str, Any] | None, report: dict[str, Any] | None,
-               key: str, reused: bool = False) -> dict[str, Any]:
-    """One cell as summary.json lists it; ``record`` None for a cell that did not run."""
-    if record is None:
-        return {"model": model, "run": run, "exit_code": None, "verdict": NOT_RUN, "reused": False, "pairs": [],
-                "worst_abs": None, "worst_rel": None, "first_divergence": None, "timings": None, "failure": None,
-                "report": None, "log": None}
-    report = report or {}
-    pairs = [{key_: pair.get(key_) for key_ in ("backend", "reference", "iterations", "iterations_passed",
-                                                 "outputs", "outputs_passed", "worst_abs", "worst_rel")}
-             | {"passed": bool(pair.get("iterations")) and pair.get("iterations") == pair.get("iterations_passed")}
-             for pair in report.get("pairs", [])]
-    folder = f"cells/{key}"
-    return {"model": model, "run": run, "exit_code": record["exit_code"], "verdict": verdict(record["exit_code"]),
-            "reused": reused, "pairs": pairs,
-            "worst_abs": _worst(p["worst_abs"] for p in pairs), "worst_rel": _worst(p["worst_rel"] for p in pairs),
-            "first_divergence": _first_divergence(report),
-            "timings": {"seconds": record.get("seconds"), "backends": {
-                b["name"]: {"load_seconds": b.get("load_seconds"),
-                            "mean_infer_seconds": (b.get("infer_seconds") or {}).get("mean")}
-                for b in report.get("backends", []) if b.get("kind") == "live"}},
-            "failure": _failure(record, report),
-            "report": f"{folder}/{record['report']}" if record.get("report") else None,
-            "log": f"{folder}/{record.get('log', 'log.txt')}", "host": record.get("host")}
+@dataclass(frozen=True)
+class CellFailure:
+    """Why a cell gave no verdict, or which of its backends failed: ``message`` in full, ``backends`` each."""
+
+    message: str
+    backends: tuple[FailureSummary, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"message": self.message, "backends": [
+            {"backend": b.backend, "phase": b.phase, "kind": b.kind, "message": b.message} for b in self.backends]}
 
 
-def _number(value: Any) -> float | None:
-    """A JSON number, or the strings the reports use for non-finite ones."""
-    if isinstance(value, str):
-        return {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}.get(value)
-    return value if isinstance(value, (int, float)) else None
+@dataclass(frozen=True)
+class CellEntry:
+    """One cell of the sweep; ``exit_code`` None for a cell that did not run. ``report`` and ``log`` are its
+    files, relative to the results directory."""
+
+    model: str
+    run: str
+    exit_code: int | None = None
+    reused: bool = False
+    run_summary: RunSummary | None = None
+    seconds: float | None = None
+    failure: CellFailure | None = None
+    report: str | None = None
+    log: str | None = None
+    host: str | None = None
+
+    @classmethod
+    def of(cls, model: str, run: str, record: CellRecord | None, summary: RunSummary | None, key: str,
+           reused: bool = False) -> CellEntry:
+        """The entry of a cell with ``record`` (None: it did not run) and its report ``summary``."""
+        if record is None:
+            return cls(model, run)
+        folder = f"cells/{key}"
+        return cls(model, run, record.exit_code, reused, summary, record.seconds, _failure(record, summary),
+                   f"{folder}/{record.report}" if record.report else None, f"{folder}/{record.log}", record.host)
+
+    @property
+    def verdict(self) -> str:
+        return verdict(self.exit_code)
+
+    @property
+    def pairs(self) -> tuple[PairSummary, ...]:
+        return self.run_summary.pairs if self.run_summary is not None else ()
+
+    @property
+    def worst_abs(self) -> float | None:
+        return _worst(p.worst_abs for p in self.pairs)
+
+    @property
+    def worst_rel(self) -> float | None:
+        return _worst(p.worst_rel for p in self.pairs)
+
+    @property
+    def first_divergence(self) -> tuple[PairSummary, FirstDivergence] | None:
+        """The first pair's first divergence, with that pair."""
+        return next(((p, p.first_divergence) for p in self.pairs if p.first_divergence), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The cell as summary.json lists it (non-finite numbers as the strings JSON needs)."""
+        ran = self.exit_code is not None
+        divergence = self.first_divergence
+        entry = {
+            "model": self.model, "run": self.run, "exit_code": self.exit_code, "verdict": self.verdict,
+            "reused": self.reused, "pairs": [
+                {"backend": p.backend, "reference": p.reference, "iterations": p.iterations,
+                 "iterations_passed": p.iterations_passed, "outputs": p.outputs, "outputs_passed": p.outputs_passed,
+                 "worst_abs": p.worst_abs, "worst_rel": p.worst_rel, "passed": p.passed} for p in self.pairs],
+            "worst_abs": self.worst_abs, "worst_rel": self.worst_rel,
+            "first_divergence": None if divergence is None else {
+                "pair": f"{divergence[0].backend} vs {divergence[0].reference}", "iteration": divergence[1].iteration,
+                "tensor": divergence[1].tensor, "node": divergence[1].node, "op_type": divergence[1].op_type},
+            "timings": None if not ran else {"seconds": self.seconds, "backends": {
+                b.name: {"load_seconds": b.load_seconds, "mean_infer_seconds": b.mean_infer_seconds}
+                for b in (self.run_summary.backends if self.run_summary is not None else ())}},
+            "failure": self.failure.to_dict() if self.failure is not None else None,
+            "report": self.report, "log": self.log}
+        if ran:
+            entry["host"] = self.host
+        return strict(entry)
 
 
-def _worst(values: Any) -> Any:
-    numbers = [n for n in map(_number, values) if n is not None]
+def _worst(values: Any) -> float | None:
+    numbers = [n for n in values if n is not None]
     if not numbers:
         return None
-    worst = math.nan if any(math.isnan(n) for n in numbers) else max(numbers)
-    return worst if math.isfinite(worst) else ("NaN" if math.isnan(worst) else "Infinity")
+    return math.nan if any(math.isnan(n) for n in numbers) else max(numbers)
 
 
-def _first_divergence(report: dict[str, Any]) -> dict[str, Any] | None:
-    for pair in report.get("pairs", []):
-        found = pair.get("first_divergence")
-        if found:
-            return {"pair": f"{pair['backend']} vs {pair['reference']}", "iteration": found.get("iteration"),
-                    "tensor": found.get("tensor"), "node": found.get("node"), "op_type": found.get("op_type")}
-    return None
-
-
-def _failure(record: dict[str, Any], report: dict[str, Any]) -> dict[str, Any] | None:
-    backends = [{"backend": b["name"], **{k: b["failure"].get(k) for k in ("phase", "kind", "message")}}
-                for b in report.get("backends", []) if b.get("failure")]
-    if not backends and not record.get("failure"):
+def _failure(record: CellRecord, summary: RunSummary | None) -> CellFailure | None:
+    backends = summary.failures if summary is not None else ()
+    if not backends and not record.failure:
         return None
-    message = record.get("failure") or "; ".join(f"{b['backend']} failed during {b['phase']}: {b['message']}"
-                                                 for b in backends)
-    return {"message": message, "backends": backends}
+    message = record.failure or "; ".join(f"{b.backend} failed during {b.phase}: {b.message}" for b in backends)
+    return CellFailure(message, backends)
 
 
-def sweep_exit_code(entries: Sequence[dict[str, Any]], interrupted: bool) -> int:
-    if interrupted:
-        return ExitCode.INTERRUPTED
-    codes = {entry["exit_code"] for entry in entries}
-    if codes & {ExitCode.USAGE, ExitCode.BACKEND_FAILED, ExitCode.INTERNAL, None}:
-        return ExitCode.BACKEND_FAILED
-    return ExitCode.MISMATCH if ExitCode.MISMATCH in codes else ExitCode.PASSED
+@dataclass(frozen=True)
+class SweepSummary:
+    """The whole sweep: every cell's entry, in the matrix's order, and what the sweep was."""
+
+    cells: Sequence[CellEntry]
+    sweep_file: str
+    models: Sequence[str]
+    runs: Sequence[str]
+    executor: str
+    seconds: float
+    interrupted: bool
+
+    @property
+    def exit_code(self) -> ExitCode:
+        if self.interrupted:
+            return ExitCode.INTERRUPTED
+        codes = {entry.exit_code for entry in self.cells}
+        if codes & {ExitCode.USAGE, ExitCode.BACKEND_FAILED, ExitCode.INTERNAL, None}:
+            return ExitCode.BACKEND_FAILED
+        return ExitCode.MISMATCH if ExitCode.MISMATCH in codes else ExitCode.PASSED
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """How many cells have each verdict, in the order first seen."""
+        counts: dict[str, int] = {}
+        for entry in self.cells:
+            counts[entry.verdict] = counts.get(entry.verdict, 0) + 1
+        return counts
+
+    def to_document(self) -> dict[str, Any]:
+        return {"format": "cmpx-sweep-summary", "format_version": 1, "cmpx_version": __version__,
+                "sweep_file": self.sweep_file, "executor": self.executor, "exit_code": int(self.exit_code),
+                "interrupted": self.interrupted, "seconds": self.seconds, "counts": self.counts,
+                "models": list(self.models), "runs": list(self.runs), "cells": [e.to_dict() for e in self.cells]}
 
 
-def summary_document(entries: Sequence[dict[str, Any]], *, sweep_file: str, models: Sequence[str],
-                     runs: Sequence[str], executor: str, seconds: float, interrupted: bool) -> dict[str, Any]:
-    counts: dict[str, int] = {}
-    for entry in entries:
-        counts[entry["verdict"]] = counts.get(entry["verdict"], 0) + 1
-    return {"format": "cmpx-sweep-summary", "format_version": 1, "cmpx_version": __version__,
-            "sweep_file": sweep_file, "executor": executor, "exit_code": sweep_exit_code(entries, interrupted),
-            "interrupted": interrupted, "seconds": seconds, "counts": counts, "models": list(models),
-            "runs": list(runs), "cells": list(entries)}
-
-
-def write_summary(out: str, document: dict[str, Any]) -> None:
-    write_whole("--out", os.path.join(out, "summary.json"), json.dumps(document, indent=1, allow_nan=False) + "\n")
+def write_summary(out: str, summary: SweepSummary) -> None:
+    write_whole("--out", os.path.join(out, "summary.json"),
+                json.dumps(summary.to_document(), indent=1, allow_nan=False) + "\n")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from cmpx.errors import BackendFailed
+from cmpx.errors import BackendFailed, BackendProtocolError
 from cmpx.model.info import ModelInfo, TensorSpec
 from cmpx.transport import supervisor
 
@@ -25,7 +25,7 @@ def describe_model(worker: supervisor.Worker, backend: BackendPlan, path: str, t
     try:
         inputs, outputs = _specs(reply["inputs"]), _specs(reply["outputs"])
     except (KeyError, TypeError, ValueError) as exc:
-        raise BackendFailed(backend.name, "load", f"protocol error: malformed description ({exc})") from None
+        raise BackendProtocolError(backend.name, "load", f"malformed description ({exc})") from None
     if not outputs:
         raise BackendFailed(backend.name, "load", f"describe() gave no outputs for {path}")
     for kind, specs in (("input", inputs), ("output", outputs)):

@@ -20,7 +20,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any
 
-from cmpx.errors import BackendCrashed, BackendFailed, BackendTimeout, ProtocolError, RemoteTraceback
+from cmpx.errors import (BackendCrashed, BackendFailed, BackendProtocolError, BackendTimeout, ProtocolError,
+                         RemoteTraceback)
 from cmpx.transport import protocol
 from cmpx.transport.foreign import worker_command
 from cmpx.transport.messages import Load, Setup, ToWorker
@@ -206,8 +207,8 @@ def _fail_late(worker: Worker, phase: str, seconds: float) -> None:
     """Past its deadline: stop it; a frame left half-written is a protocol error, anything else a timeout."""
     stop(worker)
     if worker.decoder.pending:
-        worker.failure = BackendFailed(worker.name, phase, f"protocol error: truncated frame ({worker.decoder.pending}"
-                                                          f" bytes, then nothing for {seconds:g} s); worker stopped")
+        worker.failure = BackendProtocolError(worker.name, phase, f"truncated frame ({worker.decoder.pending} bytes, "
+                                                                  f"then nothing for {seconds:g} s); worker stopped")
     else:
         worker.failure = BackendTimeout(worker.name, phase, seconds)
 
@@ -263,7 +264,7 @@ def _read_available(worker: Worker, phase: str) -> None:
                     worker.inbox.append(message)
         except ProtocolError as exc:
             stop(worker)
-            worker.failure = BackendFailed(worker.name, phase, f"protocol error: {exc}")
+            worker.failure = BackendProtocolError(worker.name, phase, str(exc))
             return
 
 
@@ -280,7 +281,7 @@ def _fail_dead(worker: Worker, phase: str) -> None:
         worker.failure = BackendFailed(worker.name, phase, reason)
         return
     if code == 0 and worker.decoder.pending:
-        worker.failure = BackendFailed(worker.name, phase, "protocol error: truncated frame before end of stream")
+        worker.failure = BackendProtocolError(worker.name, phase, "truncated frame before end of stream")
         return
     signal_name = None
     if code is not None and code < 0:
