@@ -131,3 +131,43 @@ def test_a_selection_of_a_request_parses_back_to_that_selection(select, request)
                        thresholds=request.thresholds if COMPARISON in select else {},
                        backend_options=request.backend_options)
     assert request_from_words(words, PLUGINS)[0] == expected, words
+
+
+FLOAT = st.floats(allow_nan=False, allow_infinity=False)
+PYTHON_VALUES = st.fixed_dictionaries({}, optional={
+    "atol": st.one_of(FLOAT, st.dictionaries(st.sampled_from(["y", "out 0"]), FLOAT, min_size=1)),
+    "rtol": st.lists(st.one_of(FLOAT, st.just("1e-3")), min_size=1, max_size=2),
+    "input_shapes": st.dictionaries(st.sampled_from(["x", "batch"]), st.one_of(
+        st.lists(st.integers(0, 64), max_size=3), st.integers(1, 8)), min_size=1),
+    "val_range": st.one_of(st.tuples(FLOAT, FLOAT), st.dictionaries(st.just("x"), st.tuples(FLOAT, FLOAT),
+                                                                      min_size=1)),
+    "seed": st.integers(0, 2**32 - 1), "iterations": st.one_of(st.none(), st.integers(1, 9)),
+    "nan_equal": st.booleans(), "reference": st.sampled_from(["onnxref", "onnxrt#2"]),
+    "memory_budget": st.one_of(st.integers(1, 2**40), st.just("6GiB")), "load_inputs": st.just(["a b/in.json"]),
+    "l2_threshold": FLOAT, "index_tolerance": st.dictionaries(st.just("y"), st.integers(0, 5), min_size=1),
+    "onnxrt_providers": st.one_of(st.lists(st.sampled_from(["cuda", "cpu"]), min_size=1, max_size=2),
+                                  st.just("cuda")),
+    "onnxref_opset": st.integers(0, 21), "trt_tf32": st.booleans()})
+
+
+@settings(max_examples=60, deadline=None)
+@given(PYTHON_VALUES)
+def test_a_request_made_from_python_values_prints_as_words_that_parse_to_it(values):
+    """cmpx.run()'s keywords become the words the command line takes: printed, they parse to the same request."""
+    from cmpx.comparison.metric_names import threshold_keywords
+    from cmpx.request import from_python
+
+    params = [spec.param(option) for spec in SPECS for option in spec.options]
+    request = from_python("m.onnx", ["onnxrt", "onnxref"], values, threshold_keywords(PLUGINS), params)
+    request = replace(request, backend_options={**DEFAULT_BACKEND_OPTIONS, **request.backend_options})
+    words = request_words(request, backends=SPECS)
+    parsed = request_from_words(words, PLUGINS)[0]
+    assert replace(parsed, backend_options={}) == replace(request, backend_options={}), words
+    # a backend option's Python value (a list, or one string for several) is the command line's tuple once checked
+    assert _checked(parsed) == _checked(request), words
+
+
+def _checked(request):
+    from cmpx.preflight import _backend_options
+
+    return {spec.name: _backend_options(spec, request.backend_options) for spec in SPECS}
