@@ -27,6 +27,9 @@ def request_words(request: RunRequest, select: Sequence[str] | None = None,
     ``request.backend_options`` by parameter name; those at their defaults are left out)."""
     everything = select is None
     keys = [] if select is None else list(select)
+    unknown = set(keys) - {"model", "thresholds"} - {key for o in RUN_OPTIONS for key in (o.name, o.group)}
+    if unknown:
+        raise ValueError(f"request_words: no option or group {sorted(unknown)}")
     chosen: dict[str, RunOption] = {}
     for key in [option.name for option in RUN_OPTIONS] if everything else keys:
         chosen.update({option.name: option for option in RUN_OPTIONS if key in (option.name, option.group)})

@@ -52,6 +52,8 @@ def test_per_output_values_follow_one_flag_as_polygraphy_reads_them_and_select_o
         "m.onnx", "--seed", "3", "--backend", "onnxrt:fp16", "--backend", "onnxref"]
     assert request_words(RunRequest(reference="-odd", input_map=("a=b",))) == ["--reference=-odd",
                                                                                "--input-map", "a=b"]
+    with pytest.raises(ValueError, match="no option or group"):
+        request_words(request, ("atl",))
     assert command_line(["m y.onnx", "--load-inputs", "g$.json"]) == "'m y.onnx' --load-inputs 'g$.json'"
 
 
