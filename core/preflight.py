@@ -23,6 +23,7 @@ from cmpx.plan import BackendPlan
 from cmpx.plugins import PluginSet, PluginSettings
 from cmpx.registry import BackendOption, BackendSpec, DataLoaderSpec
 from cmpx.request import RunRequest
+from cmpx.run_options import threshold_flag
 
 DEFAULT_TOLERANCE = 1e-5
 DEFAULT_TIMEOUT_SECONDS = 600.0
@@ -263,8 +264,8 @@ def _comparison_settings(request: RunRequest, plugins: PluginSet) -> tuple[Compa
     for metric_name, words in request.thresholds.items():
         spec = plugins.metrics.get(metric_name)
         if spec is None or getattr(spec.metric, "threshold", None) is None:
-            raise UsageError(f"--{metric_name}-threshold: no metric {metric_name!r} with a threshold is registered")
-        option = " / ".join((f"--{metric_name}-threshold", *getattr(spec.metric, "flag_aliases", ())))
+            raise UsageError(f"{threshold_flag(metric_name)}: no metric {metric_name!r} with a threshold is registered")
+        option = " / ".join((threshold_flag(metric_name), *getattr(spec.metric, "flag_aliases", ())))
         parse = _metric_threshold(spec.metric)
         per_output[option] = thresholds[metric_name] = parse_per_output(option, words, spec.metric.threshold, parse)
     comparison = ComparisonSettings(

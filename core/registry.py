@@ -48,7 +48,9 @@ class BackendOption:
 
     def given(self, value: Any) -> bool:
         """Whether ``value`` (as a run holds it) is the user's, not this option's default or absence."""
-        return value not in (None, self.default, (), [], False)
+        if value is None or value is False or (isinstance(value, (tuple, list)) and not value):
+            return False
+        return value != self.default  # 0 is a value given (``value not in (False, ...)`` took it for False)
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,17 @@ def is_number(word: str) -> bool:
     return True
 
 
+def looks_like_option(word: str) -> bool:
+    """A word the command line takes for an option, not a value: ``-x``, ``--x``, but not ``-1e-3`` or ``-``."""
+    return word.startswith("-") and word != "-" and not is_number(word)
+
+
+def threshold_flag(metric: str) -> str:
+    """The one spelling of a metric's threshold option: ``--NAME-threshold`` (its aliases are the metric's own
+    ``flag_aliases``, cmpx.comparison.metric_names)."""
+    return f"--{metric}-threshold"
+
+
 def per_output_value(word: str) -> bool:
     """A word that can follow ``--atol 1e-3``: another value, or NAME:VALUE."""
     return ":" in word or is_number(word)

@@ -141,7 +141,8 @@ def test_the_page_is_self_contained_and_allows_nothing_else(tmp_path):
 
 def test_the_run_header_names_frameworks_options_seed_and_version(tmp_path):
     page = tmp_path / "r.html"
-    cmpx.run(EXAMPLE, ["onnxrt", "onnxref"], atol={"Y": 1e-3}, seed=7, report_html=page)
+    cmpx.run(EXAMPLE, ["onnxrt", "onnxref"], atol={"Y": 1e-3}, seed=7, report_html=page, compare=["l2"],
+             l2_threshold=1, iterations=2)
     run = Dom(page.read_text()).find("section", id_="run")
     facts = {tr.find("th").text: tr.find("td").text for tr in run.find_all("table")[0].find_all("tr")}
     assert facts["cmpx version"] == cmpx.__version__ and facts["seed"] == "7" and facts["model"] == EXAMPLE
@@ -153,6 +154,7 @@ def test_the_run_header_names_frameworks_options_seed_and_version(tmp_path):
     assert backends == {"onnxrt": f"onnxruntime {onnxruntime.__version__}", "onnxref": f"onnx {onnx.__version__}"}
     options = {tr.find("th").text: tr.find("td").text for tr in run.find_all("table")[2].find_all("tr")}
     assert options["--atol"] == "Y:0.001" and options["--seed"] == "7"
+    assert options["--l2-threshold"] == "1" and options["--iterations"] == "2"  # each option under its own flag
 
 
 def test_backend_failures_with_their_stderr_and_warnings(run_cli, tmp_path, models):

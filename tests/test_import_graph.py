@@ -105,7 +105,8 @@ COMMANDS = ("cmpx.cli.main", "cmpx.cli.launch", "cmpx.cli.run", "cmpx.cli.reduce
             "cmpx.cli.env_cmd")
 LOWER = ("cmpx.errors", "cmpx._version", "cmpx.printable", "cmpx.dtypes", "cmpx.userfiles", "cmpx.outputs",
          "cmpx.structured", "cmpx.model", "cmpx.saved", "cmpx.transport", "cmpx.loaders", "cmpx.transforms",
-         "cmpx.results", "cmpx.report_data", "cmpx.runtimes", "cmpx.run_options", "cmpx.argtypes")
+         "cmpx.results", "cmpx.report_data", "cmpx.runtimes", "cmpx.run_options", "cmpx.request",
+         "cmpx.request_words", "cmpx.argtypes")
 RUN_LAYER = ("cmpx.session", "cmpx.api", "cmpx.planner", "cmpx.execution", "cmpx.report", "cmpx.reports",
              "cmpx.cli", "cmpx.sweep", "cmpx.reduce")
 RULES = [
@@ -114,6 +115,9 @@ RULES = [
     (("cmpx",), ("cmpx.testing",), "the test helpers sit on top of cmpx; cmpx itself never needs them"),
     (LOWER, RUN_LAYER, "a lower layer must not reach up into the run, its reports or the commands"),
     (("cmpx",), COMMANDS, "only the command group and the console script import a command's module"),
+    (("cmpx.sweep",), ("cmpx.reduce",), "a command's implementation never imports another's (sweep, reduce): what "
+     "both need (cmpx run's word parser) sits below them"),
+    (("cmpx.reduce",), ("cmpx.sweep",), "a command's implementation never imports another's (reduce, sweep)"),
 ]
 EXEMPT = {  # importer -> imported, each allowed with its reason
     ("cmpx.cli.main", "cmpx.cli.run"): "the group builds the run command",

@@ -306,10 +306,12 @@ def test_a_model_without_inputs_saves_and_loads_its_iterations(run_cli, tmp_path
 def test_printed_commands_run_as_printed_in_either_tool():
     """Per-output tolerances after one flag (Polygraphy keeps only the last of a repeated flag, so the default
     would check the rest), quoted paths, and the model type Polygraphy cannot tell from a name without .onnx."""
-    from cmpx.reduce.command_lines import comparison_words, polygraphy_command
+    from cmpx.reduce.command_lines import polygraphy_command
     from cmpx.request import RunRequest
+    from cmpx.request_words import request_words
+    from cmpx.run_options import COMPARISON
 
-    words = comparison_words(RunRequest(atol=("1e-9", "M:1")))
+    words = request_words(RunRequest(atol=("1e-9", "M:1")), (COMPARISON,))
     assert words[:3] == ["--atol", "1e-9", "M:1"] and words.count("--atol") == 1
     line = polygraphy_command("my dir/reduced", "in.json", "g$old.json", ["onnxrt"], words)
     assert line == ("polygraphy run 'my dir/reduced' --model-type onnx --onnxrt --load-inputs in.json --load-outputs "

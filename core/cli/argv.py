@@ -6,11 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from cmpx.run_options import is_number
-
-
-def looks_like_option(word: str) -> bool:
-    return word.startswith("-") and word != "-" and not is_number(word)
+from cmpx.run_options import looks_like_option
 
 
 def expand_multi_values(args: Sequence[str], multi: Mapping[str, Callable[[str], bool]]) -> list[str]:

@@ -101,7 +101,7 @@ def build_run_command(plugins: PluginSet, callback: Callable[..., Any] | None = 
         if getattr(metric.metric, "threshold", None) is None:
             continue
         params.append(GroupedOption(
-            [*threshold_flags(metric), f"threshold_{metric.name.replace('-', '_')}"], multiple=True,
+            [*threshold_flags(metric), _threshold_param(metric.name)], multiple=True,
             metavar="[NAME:]VALUE", group=COMPARISON,
             help=f"threshold of --compare {metric.name} [default: {metric.metric.threshold:g}]"))
     for spec in plugins.backends:
@@ -130,13 +130,18 @@ def build_run_command(plugins: PluginSet, callback: Callable[..., Any] | None = 
                       short_help="Run a model on several backends and compare the outputs.")
 
 
+def _threshold_param(metric: str) -> str:
+    """click's parameter name of a metric's threshold option."""
+    return f"threshold_{metric.replace('-', '_')}"
+
+
 def request_from_values(plugins: PluginSet, values: dict[str, Any]) -> tuple[RunRequest, dict[str, Any]]:
     """click's values of ``cmpx run`` -> the RunRequest, and the command line's own options (CLI_ONLY: -p,
     --debug, -v, -q) by name. The one mapping from command-line values to a request."""
     values = dict(values)
     cli = {name: values.pop(name) for name in CLI_ONLY}
-    thresholds = {metric.name: values.pop(f"threshold_{metric.name.replace('-', '_')}")
-                  for metric in plugins.metrics if f"threshold_{metric.name.replace('-', '_')}" in values}
+    thresholds = {metric.name: values.pop(_threshold_param(metric.name))
+                  for metric in plugins.metrics if _threshold_param(metric.name) in values}
     static = {name: values.pop(name) for name in list(values) if name in RunRequest.__dataclass_fields__}
     request = RunRequest(**static, thresholds={k: v for k, v in thresholds.items() if v}, backend_options=values)
     return request, cli

@@ -7,6 +7,8 @@ from __future__ import annotations
 import fnmatch
 from typing import TYPE_CHECKING
 
+from cmpx.run_options import threshold_flag
+
 if TYPE_CHECKING:
     from cmpx.plan import RunPlan
     from cmpx.request import RunRequest
@@ -21,7 +23,7 @@ def unfulfilled(request: RunRequest, plan: RunPlan, result: RunResult) -> list[s
     comparison = plan.comparison
     per_output = {"--atol": comparison.atol, "--rtol": comparison.rtol, "--check-error-stat": comparison.check_stat,
                   "--error-quantile": comparison.quantile,
-                  **{f"--{name}-threshold": values for name, values in comparison.thresholds.items()}}
+                  **{threshold_flag(name): values for name, values in comparison.thresholds.items()}}
     for option, values in per_output.items():
         for name in values.overrides:
             if name not in compared:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from cmpx.errors import UsageError
+from cmpx.run_options import threshold_flag
 
 if TYPE_CHECKING:
     from cmpx.plugins import PluginSet
@@ -18,7 +19,7 @@ def threshold_flags(spec: MetricSpec) -> list[str]:
     if getattr(spec.metric, "threshold", None) is None:
         return []
     names = [name for name in (spec.name, *getattr(spec.metric, "aliases", ())) if "_" not in name]
-    return [*(f"--{name}-threshold" for name in names), *getattr(spec.metric, "flag_aliases", ())]
+    return [*(threshold_flag(name) for name in names), *getattr(spec.metric, "flag_aliases", ())]
 
 
 def threshold_keywords(plugins: PluginSet) -> dict[str, str]:

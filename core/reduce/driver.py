@@ -12,15 +12,16 @@ model), 5 a subgraph was written but does not fail by itself against the saved o
 from __future__ import annotations
 
 import os
-import shlex
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from cmpx.errors import ExitCode, UsageError
-from cmpx.reduce.command_lines import backend_option_words, comparison_words, polygraphy_command
+from cmpx.reduce.command_lines import polygraphy_command
 from cmpx.reduce.observe import FAIL_ON, FAILING, Observation, Observer
+from cmpx.request_words import command_line, request_words
+from cmpx.run_options import COMPARISON
 
 if TYPE_CHECKING:
     from cmpx.plugins import PluginSet, PluginSettings
@@ -120,10 +121,8 @@ def _reduce(options: ReduceOptions, checked: Preflight, observer: Observer, echo
         source = maker.values.backend
         live = {b.name: word for b, word in zip(checked.backends, request.backends) if b.name != source}
         verifying = _for_backends(request, checked, set(live))
-        shown = backend_option_words(verifying, checked, set(live))
-        every = tuple(part for word in request.backends for part in ("--backend", shlex.quote(word))) + \
-            (("--reference", request.reference) if request.reference else ()) + \
-            backend_option_words(request, checked, {b.name for b in checked.backends})
+        shown = tuple(request_words(verifying, (), [b.spec for b in checked.backends if b.name in live]))
+        every = tuple(request_words(request, ("backends", "reference"), [b.spec for b in checked.backends]))
         marking = next(b.spec.marking_changes_fusion for b in checked.backends if b.name == source)
         why = (f"{source} computed its saved values with every tensor marked, which changes what it computes (its "
                "layer fusion)") if marking else None
@@ -352,22 +351,18 @@ def _verify(options: ReduceOptions, maker: CandidateMaker, candidate: Candidate,
     label = f"{source}@{os.path.splitext(os.path.basename(os.path.normpath(outputs_run)))[0]}"
     compared = candidate_request(written.request, candidate, maker.index.graph_outputs)
     check = replace(compared, backends=live, load_outputs=(outputs_run,), reference=label if len(live) > 1 else None)
-    quote = shlex.quote  # paths as the shell must see them (spaces, $)
-    command = " ".join(["cmpx run", quote(candidate.model), *(f"--backend {quote(word)}" for word in live),
-                        "--load-inputs", quote(candidate.inputs_run), "--load-outputs", quote(outputs_run)] +
-                       ([f"--reference {quote(label)}"] if len(live) > 1 else []) + comparison_words(check) +
-                       list(options.shown))
+    compares = request_words(check, (COMPARISON,)) + list(options.shown)
+    command = "cmpx run " + command_line(
+        request_words(check, ("model", "backends", "load_inputs", "load_outputs", "reference")) + compares)
     seen = observer(check)
     if seen.shows(fail_on, expected):
         echo(f"reproduce: {command}  -> {seen.verdict()}")
-        polygraphy = polygraphy_command(candidate.model, candidate.inputs_run, outputs_run, live,
-                                        comparison_words(check) + list(options.shown))
+        polygraphy = polygraphy_command(candidate.model, candidate.inputs_run, outputs_run, live, compares)
         if polygraphy:
             echo(f"with Polygraphy: {polygraphy}")
         return True
-    together = " ".join(["cmpx run", quote(candidate.model), *written.every, "--load-inputs",
-                         quote(candidate.inputs_run)] +
-                        comparison_words(compared))
+    together = "cmpx run " + command_line([*request_words(compared, ("model",)), *written.every,
+                                           *request_words(compared, ("load_inputs", COMPARISON))])
     shown = "passes" if seen.passed else f"could not run ({seen.error})" if seen.error is not None else \
         f"shows no failure that counts (failing means {FAILING[fail_on]}): {seen.showed()}"
     echo(f"not reproduced: against {source}'s saved outputs, {candidate.model} {shown}, though "

@@ -181,9 +181,17 @@ def run_section(document: Mapping[str, Any]) -> Markup:
                    table(["name", "kind", "backend", "framework", "options / path", "transform"], backends,
                          sortable=False),
                    element("h3", "Options"),
-                   key_values([(f"--{k.replace('_', '-')}", element("code", _option_text(v)))
-                               for k, v in options.items()]) if options else
+                   key_values([(flag, element("code", _option_text(v))) for flag, v in _option_flags(options)])
+                   if options else
                    element("p", "defaults only", class_="muted"), id_="run")
+
+
+def _option_flags(options: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """The JSON report's options (by RunRequest field) under the flags that give them; thresholds by metric."""
+    from cmpx.run_options import BY_NAME, threshold_flag
+
+    flags = [(BY_NAME[k].flag if k in BY_NAME else k, v) for k, v in options.items() if k != "thresholds"]
+    return flags + [(threshold_flag(metric), v) for metric, v in (options.get("thresholds") or {}).items()]
 
 
 def _option_text(value: Any) -> str:

@@ -15,6 +15,7 @@ from cmpx.errors import BackendCrashed, BackendFailed, ExitCode, telling_line
 from cmpx.printable import printable, printable_lines
 from cmpx.reports.terminal import Progress, paint
 from cmpx.results import NonFinite, OutputResult, PairResult, PairTally
+from cmpx.run_options import BY_NAME
 from cmpx.runtimes import labels, linked_note
 
 if TYPE_CHECKING:
@@ -263,8 +264,9 @@ class TextReporter:
             self.say(f"  FAILED to write {failure}", "FAILED")
         for (backend, reference), (atol, rtol) in self.needed.items():
             transformed = backend if backend in self.transforms else reference
-            options = " or ".join(f"--{flag} {round_up(value):g}" for flag, value in (("atol", atol), ("rtol", rtol))
-                                  if 0 < value < (math.inf if flag == "atol" else 1))  # rtol 1: no check at all
+            needed = (("atol", atol, math.inf), ("rtol", rtol, 1))  # rtol 1: no check at all
+            options = " or ".join(f"{BY_NAME[name].flag} {round_up(value):g}" for name, value, top in needed
+                                  if 0 < value < top)
             if options:
                 self.say(f"  hint: {self.name(transformed)} runs the {self.transforms[transformed]} graph; the "
                          f"model outputs of {self.name(backend)} vs {self.name(reference)} pass with {options} (the "
