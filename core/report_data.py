@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 VERDICTS = {ExitCode.PASSED: "PASSED", ExitCode.MISMATCH: "FAILED (mismatch)",
             ExitCode.BACKEND_FAILED: "FAILED (backend failure)", ExitCode.USAGE: "FAILED (a report was not written)",
             ExitCode.INTERRUPTED: "INTERRUPTED"}
+NOT_COMPARED = "NOT COMPARED"  # one backend alone ran cleanly: exit 0 (a golden run), but nothing was compared
 
 
 @dataclass
@@ -61,14 +62,23 @@ class ReportData:
 
     @property
     def passed(self) -> bool:
+        """Exit 0: every pair passed, or one backend alone ran cleanly (then ``compared`` is False)."""
         return self.exit_code == ExitCode.PASSED
 
     @property
+    def compared(self) -> bool:
+        """Whether the run compared anything: False for one backend alone (described, not compared)."""
+        return not self.plan.single
+
+    @property
     def verdict(self) -> str:
-        """The verdict's words, the one place they are decided: ``PASSED``, ``FAILED (mismatch)``, ``FAILED
-        (validation: NaN/Inf in an output)`` (--validate), both joined when both hold, ``FAILED (backend failure)``,
-        ``FAILED (a report was not written)``, ``INTERRUPTED``."""
+        """The verdict's words, the one place they are decided: ``PASSED``, ``NOT COMPARED`` (one backend alone: its
+        outputs described, exit 0 as a golden run), ``FAILED (mismatch)``, ``FAILED (validation: NaN/Inf in an
+        output)`` (--validate), both joined when both hold, ``FAILED (backend failure)``, ``FAILED (a report was not
+        written)``, ``INTERRUPTED``."""
         code = self.exit_code
+        if code == ExitCode.PASSED and not self.compared:
+            return NOT_COMPARED
         if code != ExitCode.MISMATCH:
             return VERDICTS[code]
         result = self.result

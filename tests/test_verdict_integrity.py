@@ -124,12 +124,21 @@ def test_one_backend_alone_is_described_not_compared(run_cli, tmp_path):
     assert "Y: float32 [2, 3]: min" in described.output and " NaN, 0 Inf" in described.output
     assert "one backend, onnxrt: its outputs were described, not compared" in described.output
     assert "hint: outputs hold NaN or Inf (above); --validate fails the run on them" in described.output
-    assert _verdict(described.output) == "PASSED | 1 iteration(s) of onnxrt, not compared | exit 0"
+    # a person reads the verdict's first word: a run that compared nothing does not say PASSED (exit 0 all the same)
+    assert _verdict(described.output) == "NOT COMPARED | 1 iteration(s) of onnxrt described | exit 0"
+    assert "PASSED" not in described.output
     validated = run_cli("run", model, "--onnxrt", "--val-range", "[-1,1]", "--seed", "3", "--validate")
     assert validated.exit_code == 1
     assert "described and checked for NaN and Inf (--validate)" in validated.output
-    golden = run_cli("run", EXAMPLE, "--onnxrt", "--save-outputs", tmp_path / "golden")
+    golden = run_cli("run", EXAMPLE, "--onnxrt", "--save-outputs", tmp_path / "golden", "--report-json",
+                     tmp_path / "golden.json")
     assert golden.exit_code == 0 and (tmp_path / "golden" / "cmpx-run.jsonl").exists()
+    document = json.loads((tmp_path / "golden.json").read_text())
+    assert (document["verdict"], document["compared"], document["passed"], document["exit_code"]) == (
+        "NOT COMPARED", False, True, 0)
+    compared = run_cli("run", EXAMPLE, "--onnxrt", "--onnxref", "--report-json", tmp_path / "pair.json")
+    document = json.loads((tmp_path / "pair.json").read_text())
+    assert (document["verdict"], document["compared"]) == ("PASSED", True), compared.output
 
 
 def test_one_backend_that_fails_is_not_said_to_be_described(run_cli):

@@ -2,8 +2,8 @@
 
 The document: ``format``, ``cmpx_version``, ``model``; ``results``, one record per pair and iteration (backend,
 reference, iteration, passed, every output with its metrics and statistics, unmatched tensors, first divergence);
-then ``exit_code``, ``verdict`` (its words, as the text report ends), ``passed``, ``interrupted``, ``iterations``,
-``backends`` (options, timings, failures), ``pairs`` (one summary per pair; with --local-error its
+then ``exit_code``, ``verdict`` (its words, as the text report ends: ``NOT COMPARED`` for one backend alone),
+``passed``, ``compared`` (false for one backend alone), ``interrupted``, ``iterations``, ``backends`` (options, timings, failures), ``pairs`` (one summary per pair; with --local-error its
 ``local_errors``, largest first), ``non_finite``, ``output_failures`` and ``warnings``.
 """
 
@@ -70,7 +70,8 @@ def document_tail(report: ReportData) -> dict[str, Any]:
                   "saved_by": getattr(b.source, "about", None)} for b in plan.saved_backends]
     request = report.request
     return {
-        "exit_code": int(report.exit_code), "verdict": report.verdict, "passed": report.passed, "interrupted": report.interrupted,
+        "exit_code": int(report.exit_code), "verdict": report.verdict, "passed": report.passed,
+        "compared": report.compared, "interrupted": report.interrupted,
         "iterations": result.iterations, "seed": request.seed if request else None,
         "options": given_options(request), "stopped_early": result.stopped_early, "backends": backends,
         "tensors": compared_tensors(plan, result),

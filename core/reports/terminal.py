@@ -14,7 +14,7 @@ import click
 from cmpx.printable import printable
 
 STYLES = {"PASSED": {"fg": "green"}, "FAILED": {"fg": "red", "bold": True}, "ERROR": {"fg": "red", "bold": True},
-          "INVALID": {"fg": "magenta", "bold": True}, "warning": {"fg": "yellow"}}
+          "INVALID": {"fg": "magenta", "bold": True}, "NOT COMPARED": {"fg": "yellow"}, "warning": {"fg": "yellow"}}
 
 
 def colour_wanted(stream: TextIO) -> bool:

@@ -286,10 +286,11 @@ class TextReporter:
         outputs = sum(t.outputs_compared for t in result.tallies.values())
         elements = sum(t.elements for t in result.tallies.values())
         single = self.plan.single and not result.failures
-        what = (f"{result.iterations} iteration(s) of {self.plan.names[0]}, not compared" if single else
+        what = (f"{result.iterations} iteration(s) of {self.plan.names[0]} described" if single else
                 f"{compared} comparison(s) over {result.iterations} iteration(s), {outputs} output(s), "
                 f"{elements} element(s) compared")
-        self.say(f"{report.verdict} | {what} | exit {int(code)}", "PASSED" if code == ExitCode.PASSED else "FAILED")
+        word = "FAILED" if code != ExitCode.PASSED else "PASSED" if report.compared else "NOT COMPARED"
+        self.say(f"{report.verdict} | {what} | exit {int(code)}", word)
 
     def _transform_notes(self, result: Any) -> list[str]:
         """What a passing pair with a transformed backend does not prove, as its backend registered it (once per
