@@ -165,7 +165,8 @@ def _overlap_fits(sources: Mapping[str, TensorSource]) -> bool:
 def _start_and_load(run: _Run) -> None:
     """Start and load every backend, then announce the run: its header names each backend with what its worker
     said (its framework's version, its Python), so the loads are reported after it (also when interrupted while
-    loading). A failure is reported when it happens, not held back until the slowest backend has loaded."""
+    loading). A failure is reported to the reporters when it happens, not held back until the slowest backend has
+    loaded (the text report holds its lines until the header, and names the backend on its progress line)."""
     try:
         if run.plan.backends:
             _start(run)

@@ -11,10 +11,12 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from cmpx._version import __version__
-from cmpx.errors import BackendCrashed, BackendFailed, ExitCode, telling_line
+from cmpx.errors import BackendCrashed, BackendFailed, ExitCode
 from cmpx.printable import printable, printable_lines
 from cmpx.reports.terminal import Progress, paint
-from cmpx.results import NonFinite, OutputResult, PairResult, PairTally
+from cmpx.reports.text_lines import (DETAIL_INDENT, blind_lines, format_output, local_error_lines, pair_line,
+                                     reminder, round_up, saved_label)
+from cmpx.results import NonFinite, PairResult
 from cmpx.run_options import BY_NAME
 from cmpx.runtimes import labels, linked_note
 
@@ -23,9 +25,7 @@ if TYPE_CHECKING:
     from cmpx.report_data import ReportData
     from cmpx.runtimes import BackendRuntime
 
-DETAIL_INDENT = "        "
 HALF_SPACING = {"float16": 2.0 ** -10, "bfloat16": 2.0 ** -7}  # the relative gap between neighbouring values
-LOCAL_ERRORS_SHOWN = 10  # nodes listed by --local-error, failing ones first (the JSON report has every one)
 QUIET, NORMAL, VERBOSE, VERY_VERBOSE = 0, 1, 2, 3
 
 
@@ -52,15 +52,28 @@ class TextReporter:
         self.shown: dict[str, str] = {}  # the name used line by line: a backend under another Python by its label
         # the --input-shapes words of the dynamic dimensions' sizes cmpx chose, said once if a backend fails on them
         self.chosen = list(dict.fromkeys(word for spec in plan.inputs for word in spec.chosen))
+        # what is said before the header (a backend failing to start or load while others load): held, and said
+        # right after it, so that the header is the report's first line; the progress line names the failed
+        self.held: list[tuple[str, str | None]] | None = []
+        self.failed_early: list[str] = []
 
     def name(self, backend: str) -> str:
         return self.shown.get(backend, backend)
 
     def say(self, text: str, word: str | None = None) -> None:
         """One line; what it holds of names from files is escaped (cmpx.printable), so it stays one line."""
+        if self.held is not None:
+            self.held.append((text, word))
+            return
         self.progress.clear()
         text = printable(text)
         self.echo(paint(text, word, self.colour) if word else text)
+
+    def release(self) -> None:
+        """Say what was held back until the header (once)."""
+        held, self.held = self.held or [], None
+        for text, word in held:
+            self.say(text, word)
 
     def say_block(self, text: str) -> None:
         """A block a framework wrote (stderr, a traceback), indented, each of its lines escaped."""
@@ -76,13 +89,17 @@ class TextReporter:
         model = plan.model.path if plan.model else "saved runs"
         iterations = f"{plan.iterations} iteration(s)" if plan.iterations else "iterations: all the data"
         marked = f" | {len(plan.mark)} marked tensor(s)" if plan.mark else ""
-        names = [self.labels[b.name] for b in plan.backends] + [_saved_label(b) for b in plan.saved_backends]
+        names = [self.labels[b.name] for b in plan.backends] + [saved_label(b) for b in plan.saved_backends]
         if plan.slicing is not None:
             from cmpx.slicing.planning import memory_note
 
             marked += f" | sliced: {memory_note(plan.slicing)}"
+        held, self.held = self.held, None
         if self.verbosity > QUIET:
             self.say(f"cmpx {__version__} | {model} | backends: {', '.join(names)} | {iterations}{marked}")
+        self.held = held
+        self.release()
+        if self.verbosity > QUIET:
             for backend in plan.backends:
                 if backend.python is not None and backend.name in runtimes:
                     self.say(f"  {linked_note(backend, runtimes[backend.name])}")
@@ -93,8 +110,9 @@ class TextReporter:
     def waiting(self, phase: str, pending: list[str], elapsed: float, status: dict[str, str] | None = None) -> None:
         """Backends still busy in ``phase``; ``status``: what some of them said they are doing."""
         status = status or {}
+        failed = f"({', '.join(self.failed_early)} FAILED: said after the header)" if self.failed_early else ""
         self.progress.update(phase, [f"{name} ({status[name]})" if status.get(name) else name for name in pending],
-                             elapsed)
+                             elapsed, failed)
 
     def warning(self, message: str) -> None:
         self.say(f"warning: {message}", "warning")
@@ -110,6 +128,8 @@ class TextReporter:
             self.say(f"loaded {self.name(backend)} in {seconds:.3f} s")
 
     def backend_failed(self, error: BackendFailed) -> None:
+        if self.held is not None:
+            self.failed_early.append(self.name(error.backend))
         head, _, rest = str(error).partition("\n")
         self.say(f"ERROR   {head}", "ERROR")
         if rest.strip():  # a framework's message of several lines: the rest below it, as it wrote it
@@ -224,13 +244,15 @@ class TextReporter:
 
     def finished(self, report: ReportData) -> None:
         """The summary: per pair, per backend, failures and hints; then the verdict (unless interrupted)."""
+        self.release()  # a run interrupted before its header: what it held is still said
         result = report.result
         for tally in result.tallies.values():
             if tally.local_errors is not None:
-                self._local_errors(tally)
+                for text, word in local_error_lines(tally, self.name, self.verbosity == QUIET):
+                    self.say(text, word)
         self.say("Summary (interrupted: what finished)" if report.interrupted else "Summary")
         for tally in result.tallies.values():
-            self.say(f"  {self.name(tally.backend)} vs {self.name(tally.reference)}: {_pair_line(tally)}")
+            self.say(f"  {self.name(tally.backend)} vs {self.name(tally.reference)}: {pair_line(tally)}")
             for line in blind_lines(tally):
                 self.say(f"  warning: {line}", "FAILED")
         if self.plan.single and not result.failures:
@@ -259,7 +281,7 @@ class TextReporter:
         if result.stopped_early:
             self.say("  stopped at the first mismatch (--fail-fast)")
         for name, error in result.failures.items():  # shown in full when it happened: a reminder here
-            self.say(f"  {name}: FAILED during {error.phase}: {_reminder(error.detail)}", "FAILED")
+            self.say(f"  {name}: FAILED during {error.phase}: {reminder(error.detail)}", "FAILED")
         for failure in report.output_failures:
             self.say(f"  FAILED to write {failure}", "FAILED")
         for (backend, reference), (atol, rtol) in self.needed.items():
@@ -305,95 +327,5 @@ class TextReporter:
                     said.append(f"{self.name(name)} passes, but {note}")
         return said
 
-    def _local_errors(self, tally: PairTally) -> None:
-        """--local-error: the nodes with the largest errors of their own, and how many fail or inherit."""
-        errors = tally.local_errors
-        failing = [e for e in errors if e.passed is False]
-        inheriting = [e for e in errors if e.inheriting]
-        unmeasured = [e for e in errors if e.passed is None]
-        self.say(f"Local error of {self.name(tally.backend)} vs {self.name(tally.reference)} (each node run on the "
-                 f"reference's values of its inputs, iteration 0; {tally.local_error_seconds or 0:.2f} s): "
-                 f"{len(failing)} of {len(errors)} node output(s) fail on their own, {len(inheriting)} only inherit "
-                 f"an error" + (f", {len(unmeasured)} not measured" if unmeasured else ""),
-                 "FAILED" if failing else None)
-        if self.verbosity == QUIET and not failing:
-            return
-        # the nodes that fail on their own first (largest first), then the largest of the others: by max abs alone,
-        # nodes that pass by the relative tolerance on large values would hide those that fail
-        shown = sorted(errors, key=lambda e: e.passed is not False)[:LOCAL_ERRORS_SHOWN]
-        for error in shown:
-            where = ", ".join(p for p in (error.node, error.op_type) if p)
-            if error.passed is None:
-                self.say(f"  ------  {error.tensor} ({where}): {error.note}")
-                continue
-            status = "PASSED" if error.passed else "FAILED"
-            numbers = (f"max abs {error.max_abs:.3g}, max rel {error.max_rel:.3g}" if error.max_abs is not None
-                       and error.max_rel is not None else "no abs/rel statistics (see the metrics of the run)")
-            group = f" (with {error.subgraph_nodes - 1} uncompared node(s))" if error.subgraph_nodes > 1 else ""
-            self.say(f"  {status}  {error.tensor} ({where}): {numbers}{group}" +
-                     (" (inheriting: fails in the run)" if error.inheriting else ""), status)
-        if len(errors) > LOCAL_ERRORS_SHOWN:
-            self.say(f"  ... {len(errors) - LOCAL_ERRORS_SHOWN} more (all of them: --report-json, local_errors)")
-
     def wrote(self, what: str, path: str) -> None:
         self.say(f"wrote {what} to {path}")
-
-
-def round_up(value: float) -> float:
-    """``value`` rounded up to one significant digit: 2.6e-3 -> 3e-3, 0.0017 -> 0.002, 1e-3 -> 1e-3."""
-    exponent = math.floor(math.log10(value))
-    digit = math.ceil(round(value / 10.0 ** exponent, 9))
-    return float(f"{digit}e{exponent}") if digit < 10 else float(f"1e{exponent + 1}")
-
-
-def _reminder(detail: str, limit: int = 160) -> str:
-    """An error's first line, cut to ``limit`` characters: the summary recalls an error printed in full above."""
-    line = telling_line(detail)
-    if len(line) <= limit and line == detail.strip():
-        return line
-    return line[:limit].rstrip() + " ... (in full above)"
-
-
-def _saved_label(saved) -> str:
-    """A saved run's backend, with what made it where the run says so: ``onnxrt@golden (saved by onnxrt 1.20.1)``."""
-    about = getattr(saved.source, "about", None) or {}
-    return f"{saved.name} (saved by {about['label']})" if about.get("label") else saved.name
-
-
-BLIND_LISTED = 5  # outputs named one by one in the warning that a check cannot fail; the rest are counted
-
-
-def blind_lines(tally: PairTally) -> list[str]:
-    """What the text and HTML reports say of the outputs whose check could not fail (PairTally.cannot_fail)."""
-    blind = tally.cannot_fail
-    lines = [f"{name} cannot fail at these tolerances: every reference value is below atol {atol:g} (largest "
-             f"|reference| {peak:.3g}), so even an output of zeros would pass; --atol {name}:0 lets rtol decide"
-             for name, (peak, atol) in list(blind.items())[:BLIND_LISTED]]
-    if len(blind) > BLIND_LISTED:
-        lines.append(f"{len(blind) - BLIND_LISTED} more output(s) of {tally.backend} vs {tally.reference} cannot fail "
-                     "either (the JSON report lists them: cannot_fail)")
-    return lines
-
-
-def _pair_line(tally: PairTally) -> str:
-    text = (f"{tally.iterations_passed}/{tally.iterations} iterations passed ({100.0 * tally.pass_rate:.0f}%), "
-            f"{tally.outputs_passed}/{tally.outputs} outputs passed ({tally.elements} elements)")
-    if tally.worst_abs is not None:
-        text += f", worst abs {tally.worst_abs:.3g}, worst rel {tally.worst_rel:.3g}"
-    return text
-
-
-def format_output(output: OutputResult, details: bool = True) -> list[str]:
-    """One line per metric, ``STATUS  NAME: finding [criterion]``, each followed by its detail lines."""
-    if output.failed_early:
-        return [f"FAILED  {output.output}: {output.note}"]
-    lines = []
-    for metric in output.metrics:
-        status = "PASSED" if metric.passed else "FAILED"
-        lines.append(f"{status}  {output.output}: {metric.summary} [{metric.criterion}]")
-        if details:
-            lines += [DETAIL_INDENT + detail for detail in metric.details]
-    if output.note:
-        lines.append(DETAIL_INDENT + output.note)
-    return lines
-
