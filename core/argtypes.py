@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from cmpx.errors import UsageError
+from cmpx.suggest import did_you_mean
 
 CHECK_STATS = ("elemwise", "max", "mean", "median", "quantile")
 SHAPE_FORM = "NAME:[D0,D1,...], e.g. X:[1,3,224,224]"
@@ -114,6 +115,10 @@ def parse_per_output(option: str, values: Iterable[str], default: T, convert: Ca
         try:
             value = convert(value_text.strip())
         except (ValueError, UsageError) as exc:
+            output, equals, rest = value_text.partition("=")
+            if equals and output.strip() and rest.strip():  # NAME=VALUE: the separator is a colon, as in NAME:VALUE
+                raise UsageError(f"{option}: {text!r}: an output's value is written NAME:VALUE: {option} "
+                                 f"{name}{sep}{output.strip()}:{rest.strip()}") from None
             raise UsageError(f"{option}: {text!r}: {exc}") from None
         if sep and name:
             overrides[name] = value
@@ -175,7 +180,8 @@ def check_names(option: str, names: Iterable[str], known: Iterable[str], what: s
     known = list(known)
     for name in names:
         if name not in known:
-            raise UsageError(f"{option}: {name!r} is not one of the {what}: {', '.join(known) or '(none)'}")
+            raise UsageError(f"{option}: {name!r}{did_you_mean(name, known)} is not one of the {what}: "
+                             f"{', '.join(known) or '(none)'}")
 
 
 def _number(text: str, option: str, whole: str) -> float:

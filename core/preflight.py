@@ -24,6 +24,7 @@ from cmpx.plugins import PluginSet, PluginSettings
 from cmpx.registry import BackendOption, BackendSpec, DataLoaderSpec
 from cmpx.request import RunRequest
 from cmpx.run_options import threshold_flag
+from cmpx.suggest import did_you_mean
 
 DEFAULT_TOLERANCE = 1e-5
 DEFAULT_TIMEOUT_SECONDS = 600.0
@@ -141,7 +142,8 @@ def _backend_words(request: RunRequest, plugins: PluginSet) -> list[tuple[str, s
                              "directory, or env:NAME from cmpx env create)")
         name, _, transform = backend.partition(":")
         if transform and transform not in plugins.transforms:
-            raise UsageError(f"--backend {word}: unknown transform {transform!r}; available: "
+            raise UsageError(f"--backend {word}: unknown transform {transform!r}"
+                             f"{did_you_mean(transform, plugins.transforms.names())}; available: "
                              f"{', '.join(plugins.transforms.names()) or '(none)'}")
         words.append((name, transform or None, python or None))
     flag = request.precision_flag
@@ -197,7 +199,8 @@ def _option_value(spec: BackendSpec, option: BackendOption, value: Any) -> Any:
         if item is None:
             raise UsageError(f"{flag}: {value!r} is not a valid {option.type.__name__}")
         if option.choices and item not in option.choices:
-            raise UsageError(f"{flag}: {item!r} is not one of {', '.join(option.choices)}")
+            raise UsageError(f"{flag}: {item!r}{did_you_mean(str(item), map(str, option.choices))} is not one of "
+                             f"{', '.join(option.choices)}")
         checked.append(item)
     return tuple(checked) if option.multiple else checked[0]
 
@@ -298,7 +301,7 @@ def _backend_spec(plugins: PluginSet, name: str) -> BackendSpec:
     if failed:
         raise PluginError(f"backend {name!r} is unavailable: its plugin failed to load ({failed[0].error}); "
                           "run 'cmpx plugins' for details")
-    raise UsageError(f"unknown backend {name!r}; available: {', '.join(plugins.backends.names()) or '(none)'}"
+    raise UsageError(f"unknown backend {name!r}{did_you_mean(name, plugins.backends.names())}; available: {', '.join(plugins.backends.names()) or '(none)'}"
                      " (see 'cmpx plugins')")
 
 

@@ -3,7 +3,6 @@ from keyword arguments by ``cmpx.run()``. Light: no numpy, no click."""
 
 from __future__ import annotations
 
-import difflib
 import operator
 import os
 from collections.abc import Mapping, Sequence
@@ -12,6 +11,7 @@ from typing import Any
 
 from cmpx.errors import UsageError
 from cmpx.run_options import BY_NAME, FLAG, INT, PRECISION_FLAGS, TEXT, RunOption
+from cmpx.suggest import closest
 
 Words = tuple[str, ...]
 
@@ -108,8 +108,8 @@ def from_python(model: Any, backends: Any, options: Mapping[str, Any], threshold
             backend_options[name] = value
         else:
             known = [*BY_NAME, *thresholds, *backend_params]
-            close = difflib.get_close_matches(name, known, n=1)
-            raise UsageError(f"cmpx.run() got an unknown option {name!r}" + (f"; did you mean {close[0]!r}?" if close
+            close = closest(name, known)
+            raise UsageError(f"cmpx.run() got an unknown option {name!r}" + (f"; did you mean {close!r}?" if close
                                                                              else "; see help(cmpx.run)"))
     return RunRequest(**values, thresholds=metric_words, backend_options=backend_options)
 

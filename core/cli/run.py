@@ -29,10 +29,11 @@ def _run(plugins: PluginSet, values: dict[str, Any]) -> int:
     request, cli = request_from_values(plugins, values)
     verbosity = max(0, 1 + cli["verbose"] - (1 if cli["quiet"] else 0))
 
-    out, err = PipeSafeEcho(), PipeSafeEcho(err=True)
+    colour = colour_wanted(sys.stdout)
+    out, err = PipeSafeEcho(colour=colour or None), PipeSafeEcho(err=True)
 
     def reporter_for(plan):
-        return TextReporter(plan, out, debug=cli["debug"], verbosity=verbosity, colour=colour_wanted(sys.stdout),
+        return TextReporter(plan, out, debug=cli["debug"], verbosity=verbosity, colour=colour,
                             progress=Progress.for_terminal())
 
     ctx = click.get_current_context()

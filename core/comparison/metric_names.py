@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from cmpx.errors import UsageError
 from cmpx.run_options import threshold_flag
+from cmpx.suggest import did_you_mean
 
 if TYPE_CHECKING:
     from cmpx.plugins import PluginSet
@@ -43,7 +44,7 @@ def selected_metrics(words: list[str], plugins: PluginSet) -> list[Any]:
         found = [spec for spec in plugins.metrics if word == spec.name or word in getattr(spec.metric, "aliases", ())]
         found = found or [spec for spec in plugins.metrics if word in getattr(spec.metric, "groups", ())]
         if not found:
-            raise UsageError(f"--compare: unknown metric {word!r}; available: "
+            raise UsageError(f"--compare: unknown metric {word!r}{did_you_mean(word, metric_words(plugins))}; available: "
                              f"{', '.join(metric_words(plugins)) or '(none)'}")
         chosen.update({spec.name: spec.metric for spec in found})
     return list(chosen.values())

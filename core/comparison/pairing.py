@@ -6,6 +6,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from cmpx.errors import UsageError
+from cmpx.suggest import did_you_mean
 
 
 def instance_names(backends: Sequence[str]) -> list[str]:
@@ -20,7 +21,8 @@ def instance_names(backends: Sequence[str]) -> list[str]:
 
 def check_reference(reference: str | None, names: Sequence[str]) -> None:
     if reference is not None and reference not in names:
-        raise UsageError(f"--reference {reference!r} is not one of this run's backends: {', '.join(names)}")
+        raise UsageError(f"--reference {reference!r}{did_you_mean(reference, names)} is not one of this run's "
+                         f"backends: {', '.join(names)}")
 
 
 def comparison_pairs(names: Sequence[str], reference: str | None) -> list[tuple[str, str]]:

@@ -6,6 +6,7 @@ import fnmatch
 from collections.abc import Iterable, Mapping, Sequence
 
 from cmpx.errors import UsageError
+from cmpx.suggest import did_you_mean
 from cmpx.userfiles import open_regular
 
 def expand_words(option: str, words: Iterable[str]) -> list[str]:
@@ -76,5 +77,5 @@ def _match(option: str, word: str, markable: Sequence[str], hint: str, unmarkabl
     if word in unmarkable:
         raise UsageError(f"{option}: {word!r} cannot be marked: {unmarkable[word]}; {hint}")
     if word not in markable:
-        raise UsageError(f"{option}: the model has no markable tensor {word!r}; {hint}")
+        raise UsageError(f"{option}: the model has no markable tensor {word!r}{did_you_mean(word, markable)}; {hint}")
     return [word]

@@ -18,7 +18,13 @@ STYLES = {"PASSED": {"fg": "green"}, "FAILED": {"fg": "red", "bold": True}, "ERR
 
 
 def colour_wanted(stream: TextIO) -> bool:
-    return not os.environ.get("NO_COLOR") and hasattr(stream, "isatty") and stream.isatty()
+    """Colour on a TTY; never with NO_COLOR set (no-color.org), always with FORCE_COLOR set (not to 0 or empty: a
+    CI log that shows colours) unless NO_COLOR is set too."""
+    if os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("FORCE_COLOR", "") not in ("", "0", "false"):
+        return True
+    return hasattr(stream, "isatty") and stream.isatty()
 
 
 def paint(text: str, word: str, enabled: bool) -> str:
@@ -69,15 +75,16 @@ class PipeSafeEcho:
     head -1``), the lines are dropped and the stream is pointed at /dev/null, so that the run goes on, its report
     files are written, and its exit code stays the verdict instead of a broken-pipe error."""
 
-    def __init__(self, err: bool = False):
+    def __init__(self, err: bool = False, colour: bool | None = None):
         self.err = err
+        self.colour = colour  # True: keep the styles on a pipe too (FORCE_COLOR); None: click strips them there
         self.closed = False
 
     def __call__(self, text: str) -> None:
         if self.closed:
             return
         try:
-            click.echo(text, err=self.err)
+            click.echo(text, err=self.err, color=self.colour)
         except BrokenPipeError:
             self.closed = True
             stream = sys.stderr if self.err else sys.stdout

@@ -19,7 +19,6 @@ Every problem is a UsageError naming the file, the line (where it can be found) 
 
 from __future__ import annotations
 
-import difflib
 import glob
 import os
 import re
@@ -29,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cmpx.errors import UsageError
+from cmpx.suggest import closest
 from cmpx.sweep.toml_lines import KeyLines
 
 RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
@@ -112,8 +112,8 @@ def _unknown_keys(problems: _Problems, table: Mapping[str, Any], known: tuple[st
                   index: int | None, prefix: str) -> None:
     for key in table:
         if key not in known:
-            close = difflib.get_close_matches(key, known, n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else f"; expected {', '.join(known)}"
+            close = closest(key, known)
+            hint = f"; did you mean {close!r}?" if close else f"; expected {', '.join(known)}"
             raise problems.error(f"{prefix}{key}", f"unknown key{hint}", name, index, key)
 
 
