@@ -105,7 +105,8 @@ def _histogram_lines(title: str, summary: Summary) -> list[str]:
             label = "inf/NaN"
         else:
             label = f"[{low:.1e}, {high:.1e})"
-        lines.append(f"  {label:>20} {count:>10} {'#' * max(1, round(HISTOGRAM_WIDTH * count / peak))}")
+        bar = "#" * max(1, round(HISTOGRAM_WIDTH * count / peak)) if count else ""  # an empty bin: no bar
+        lines.append(f"  {label:>20} {count:>10} {bar}".rstrip())
     return lines
 
 

@@ -62,6 +62,7 @@ class RunPlan:
     save_outputs: str | None = None
     iterations: int | None = None  # known in advance for synthetic data and saved-only comparisons
     mark: Sequence[str] = ()  # intermediate tensors exposed by backends that support marking
+    mark_all: bool = False  # every tensor marked (--mark-all, --onnx-outputs mark all / '*'): the text report tallies
     graph: Any = None  # the model's cmpx.model.graph.TensorGraph when tensors are marked (for the first divergence)
     show_unmatched: bool = False
     dropped: Sequence[tuple[BackendPlan, BackendFailed]] = ()  # backends whose model transform failed

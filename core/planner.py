@@ -124,7 +124,7 @@ def build_plan(checked: Preflight, warn: Callable[[str], None], scratch: str | N
                    mark=mark, graph=graph, show_unmatched=request.show_unmatched, dropped=dropped,
                    output_map=output_map, postprocess=checked.postprocess, warm_up=request.warm_up,
                    model_file=model_file, local_error_dir=local_error_dir, data_ranges=ranges, excluded=excluded,
-                   slicing=slicing)
+                   slicing=slicing, mark_all=bool(mark) and _marks_all(request))
     return plan, feeds
 
 
@@ -145,6 +145,12 @@ def _check_external_files(model: ModelInfo) -> None:
             inside(directory, location, what)
         except UsageError as exc:
             raise ModelError(str(exc)) from None
+
+
+def _marks_all(request: RunRequest) -> bool:
+    """--mark-all, or --onnx-outputs naming every tensor (``mark all``, ``*``)."""
+    words = list(request.onnx_outputs)
+    return request.mark_all or words[:2] == ["mark", "all"] or "*" in words
 
 
 def _local_error_dir(request: RunRequest, mark: Sequence[str], names: Sequence[str],

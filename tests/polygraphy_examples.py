@@ -305,8 +305,8 @@ WORKFLOWS: tuple[Workflow, ...] = (
         Step("run01-mark-all", "polygraphy run dynamic_identity.onnx --trt --onnxrt --trt-outputs mark all "
              "--onnx-outputs mark all",
              f"polygraphy run {DYN} --onnxrt --onnxrt --onnx-outputs mark all",
-             f"cmpx run {DYN} --onnxrt --onnxrt --onnx-outputs mark all",
-             note="--trt-outputs goes with --trt", polygraphy_says=("Comparing Output: 'intermediate'",),
+             f"cmpx run {DYN} --onnxrt --onnxrt --onnx-outputs mark all -v",
+             note="--trt-outputs goes with --trt; -v lists each passing tensor (by default they are counted)", polygraphy_says=("Comparing Output: 'intermediate'",),
              cmpx_says=("PASSED  intermediate:", "2 output(s)")),
     )),
     Workflow("run02_comparing_across_runs", _files({"identity": identity_model}), (

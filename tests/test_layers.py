@@ -23,14 +23,15 @@ def test_the_first_divergence_is_the_perturbed_layer_through_a_saved_run(run_cli
     saved = tmp_path / "golden"
     first = run_cli("run", base, *BACKENDS, "--mark-all", "--save-outputs", saved)
     assert first.exit_code == 0, first.output
-    later = run_cli("run", perturbed, "--backend", "onnxrt", "--mark-all", "--load-outputs", saved,
+    later = run_cli("run", perturbed, "--backend", "onnxrt", "--mark-all", "-v", "--load-outputs", saved,
                     "--reference", "onnxref@golden", "--report-json", tmp_path / "r.json")
     assert later.exit_code == 1, later.output
     assert re.search(r"first divergence: mm6 \(MatMul_6, MatMul\): max abs [0-9.e-]+ at", later.output)
     assert re.search(r"PASSED  mm5: ", later.output) and re.search(r"PASSED  t5: ", later.output)
     assert re.search(r"FAILED  t6: ", later.output)
     report = json.loads((tmp_path / "r.json").read_text())
-    divergence = report["results"][0]["first_divergence"]
+    # -v also writes each backend's described outputs: the pair's record is the first of kind "pair"
+    divergence = next(r for r in report["results"] if r["kind"] == "pair")["first_divergence"]
     assert report["pairs"][0]["first_divergence"]["tensor"] == "mm6"
     assert (divergence["tensor"], divergence["node"], divergence["op_type"]) == ("mm6", "MatMul_6", "MatMul")
     assert divergence["metrics"][0]["data"]["abs"]["max"] > 1e-6
@@ -54,7 +55,7 @@ def test_a_model_with_external_data(run_cli, tmp_path):
     (tmp_path / "m").mkdir()
     path = modelgen.save_with_external_data(modelgen.matmul_chain(layers=4), tmp_path / "m")
     assert (tmp_path / "m" / "weights.bin").exists()
-    result = run_cli("run", path, *BACKENDS, "--mark-all")
+    result = run_cli("run", path, *BACKENDS, "--mark-all", "-v")
     assert result.exit_code == 0, result.output
     assert "| 7 marked tensor(s)" in result.output and re.search(r"PASSED  mm2:", result.output)
     listed = run_cli("tensors", path)

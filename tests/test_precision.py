@@ -152,7 +152,7 @@ def test_a_model_without_anything_to_quantize_names_its_nodes(run_cli, models):
 
 def test_per_layer_comparison_lines_up_a_transformed_graph(run_cli, models):
     result = run_cli("run", models.matmul_chain, "--backend", "onnxrt:fp16", "--backend", "onnxrt", "--mark-all",
-                     "--atol", "1e-2", "--rtol", "1e-2", "--show-unmatched")
+                     "--atol", "1e-2", "--rtol", "1e-2", "--show-unmatched", "-v")
     assert result.exit_code == 0, result.output
     assert re.search(r"PASSED  mm1: ", result.output) and re.search(r"PASSED  t1: ", result.output)
     assert "7/7 outputs passed" in result.output  # Y, S and the 5 intermediates, fp16 against fp32

@@ -22,7 +22,7 @@ def build_run_command(plugins: PluginSet) -> click.Command:
 
 def _run(plugins: PluginSet, values: dict[str, Any]) -> int:
     """Run the request of click's values in a Session with the text report, return the exit code."""
-    from cmpx.reports.terminal import PipeSafeEcho, Progress, colour_wanted
+    from cmpx.reports.terminal import PipeSafeEcho, Progress, colour_wanted, terminal_width
     from cmpx.reports.text import TextReporter
     from cmpx.session import Session
 
@@ -34,7 +34,7 @@ def _run(plugins: PluginSet, values: dict[str, Any]) -> int:
 
     def reporter_for(plan):
         return TextReporter(plan, out, debug=cli["debug"], verbosity=verbosity, colour=colour,
-                            progress=Progress.for_terminal())
+                            progress=Progress.for_terminal(), width=terminal_width(sys.stdout))
 
     ctx = click.get_current_context()
     with Session(request, plugins, invocation(ctx).settings, reporter_for=reporter_for, pool=invocation(ctx).pool,

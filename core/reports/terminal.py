@@ -27,6 +27,17 @@ def colour_wanted(stream: TextIO) -> bool:
     return hasattr(stream, "isatty") and stream.isatty()
 
 
+def terminal_width(stream: TextIO) -> int | None:
+    """The columns of the terminal ``stream`` writes to; None for a pipe or a file (their lines are never cut)."""
+    if not (hasattr(stream, "isatty") and stream.isatty()):
+        return None
+    try:
+        columns = os.get_terminal_size(stream.fileno()).columns
+    except (OSError, ValueError):
+        return None
+    return columns if columns >= 20 else None
+
+
 def paint(text: str, word: str, enabled: bool) -> str:
     """``text`` with its first occurrence of ``word`` styled, when colour is enabled."""
     if not enabled or word not in text:
@@ -59,7 +70,8 @@ class Progress:
         """Replace the status line with ``line`` (on a TTY)."""
         if not self.enabled:
             return
-        self.stream.write("\r\x1b[2K" + printable(line)[:200])
+        width = terminal_width(self.stream) or 200  # one line: longer ones would scroll instead of being rewritten
+        self.stream.write("\r\x1b[2K" + printable(line)[:width - 1])
         self.stream.flush()
         self._shown = True
 

@@ -15,7 +15,7 @@ from cmpx.errors import BackendCrashed, BackendFailed, ExitCode
 from cmpx.printable import printable, printable_lines
 from cmpx.reports.terminal import Progress, paint
 from cmpx.reports.text_lines import (DETAIL_INDENT, blind_lines, format_output, local_error_lines, pair_line,
-                                     reminder, round_up, saved_label)
+                                     reminder, round_up, saved_label, wrapped)
 from cmpx.results import NonFinite, PairResult
 from cmpx.run_options import BY_NAME
 from cmpx.runtimes import labels, linked_note
@@ -33,8 +33,9 @@ class TextReporter:
     """The human-readable report of one run, written line by line through ``echo`` as the run goes."""
 
     def __init__(self, plan: RunPlan, echo: Callable[[str], None], *, debug: bool = False, verbosity: int = NORMAL,
-                 colour: bool = False, progress: Progress | None = None):
+                 colour: bool = False, progress: Progress | None = None, width: int | None = None):
         self.plan = plan
+        self.width = width  # a terminal's columns: longer lines wrap at word boundaries (logs and pipes: never)
         self.echo = echo
         self.debug = debug
         self.verbosity = verbosity
@@ -66,7 +67,7 @@ class TextReporter:
             self.held.append((text, word))
             return
         self.progress.clear()
-        text = printable(text)
+        text = wrapped(printable(text), self.width)
         self.echo(paint(text, word, self.colour) if word else text)
 
     def release(self) -> None:
@@ -161,13 +162,19 @@ class TextReporter:
         compared = [o for o in pair.outputs if not o.failed_early]
         self.say(f"[iteration {pair.iteration}] {self.name(pair.backend)} vs {self.name(pair.reference)} (reference): "
                  f"{len(compared)} output(s), {sum(o.elements for o in compared)} element(s) compared")
+        tallied = 0  # --mark-all: passing intermediate tensors are counted, not listed (-v lists them)
         for output in pair.outputs:
             if self.verbosity == QUIET and output.passed:
                 continue
             intermediate = self.marking and output.output not in self.model_outputs
+            if intermediate and output.passed and self.plan.mark_all and self.verbosity < VERBOSE:
+                tallied += 1
+                continue
             details = not intermediate and (self.verbosity >= VERBOSE or not output.passed)
             for line in format_output(output, details=details):
                 self.say("  " + line, "PASSED" if line.startswith("PASSED") else "FAILED")
+        if tallied:
+            self.say(f"  PASSED  {tallied} more marked tensor(s) (one line each with -v)", "PASSED")
         for output, why in pair.not_comparable:
             self.say(f"  NOT COMPARED  {output}: {why}")
         if pair.note:

@@ -4,6 +4,7 @@ the warning that a check cannot fail, --local-error's table, tolerances rounded 
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Callable
 
 from cmpx.errors import telling_line
@@ -11,6 +12,17 @@ from cmpx.results import OutputResult, PairTally
 
 DETAIL_INDENT = "        "
 LOCAL_ERRORS_SHOWN = 10  # nodes listed by --local-error, failing ones first (the JSON report has every one)
+
+
+def wrapped(line: str, width: int | None) -> str:
+    """``line`` broken at word boundaries to fit ``width`` columns (None: as it is), each continuation indented
+    four columns deeper than the line; a word longer than the width (a path) stays whole."""
+    if width is None or len(line) <= width:
+        return line
+    indent = line[:len(line) - len(line.lstrip(" "))]
+    return "\n".join(textwrap.wrap(line, width, initial_indent="", subsequent_indent=indent + "    ",
+                                    break_long_words=False, break_on_hyphens=False, drop_whitespace=True)
+                      ) if line.strip() else line
 
 
 def round_up(value: float) -> float:
