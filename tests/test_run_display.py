@@ -2,6 +2,7 @@
 misspelt, tensors of a --mark-all run, the progress line in a pseudo-terminal at 80 columns."""
 
 import os
+import re
 import subprocess
 import sys
 
@@ -58,7 +59,7 @@ def test_force_color_is_honoured_as_no_color_is():
     assert verdict(FORCE_COLOR="0").startswith("PASSED | ") and verdict().startswith("PASSED | ")
 
 
-def in_terminal(*args: str, columns: int = 80, timeout: float = 120) -> tuple[int, str]:
+def in_terminal(*args: str, columns: int = 80, timeout: float = 120, plugins: bool = False) -> tuple[int, str]:
     """Run the cmpx CLI in a pseudo-terminal of ``columns`` columns; its exit code and everything it wrote."""
     import fcntl
     import pty
@@ -70,6 +71,8 @@ def in_terminal(*args: str, columns: int = 80, timeout: float = 120) -> tuple[in
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
     env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR", "COLUMNS")}
+    if plugins:  # the test plugins (cmpx_test_faulty), loaded with -p
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "tests" / "plugins"), env.get("PYTHONPATH")]))
     process = subprocess.Popen([sys.executable, "-m", "cmpx", *map(str, args)], stdin=slave, stdout=slave,
                                stderr=slave, cwd=REPO, env=env, close_fds=True)
     os.close(slave)
@@ -93,8 +96,6 @@ def in_terminal(*args: str, columns: int = 80, timeout: float = 120) -> tuple[in
 
 def screen_lines(raw: str) -> list[str]:
     """What a terminal shows line by line, with each rewrite of the progress line as a line of its own."""
-    import re
-
     text = re.sub(r"\x1b\[[0-9;]*m", "", raw).replace("\x1b[2K", "").replace("\r\n", "\n")
     return [segment for line in text.split("\n") for segment in line.split("\r")]
 
@@ -107,8 +108,6 @@ def fits(line: str, columns: int = 80) -> bool:
 def test_a_mark_all_run_at_80_columns(models, run_cli):
     """Failing tensors, the first divergence and a tally of the passing ones; every line fits 80 columns, wrapped at
     word boundaries; an empty histogram bin has no bar. A pipe gets the same report unwrapped."""
-    import re
-
     chain = models.matmul_chain
     code, raw = in_terminal("run", chain, "--backend", "onnxrt:fp16", "--backend", "onnxrt", "--mark-all")
     lines = screen_lines(raw)
@@ -138,3 +137,55 @@ def test_a_suggestion_is_a_likely_misspelling_not_another_number():
     assert closest("ONNXRTT", ["onnxref", "onnxrt"]) == "onnxrt" and closest("fp61", ["fp8", "fp16"]) == "fp16"
     assert closest("fp4", ["fp8", "fp16"]) is None and closest("mm13", ["mm1", "mm12"]) is None  # other numbers
     assert did_you_mean("zzz", ["onnxrt"]) == "" and did_you_mean("cosin", ["cosine"]) == " (did you mean 'cosine'?)"
+
+
+def test_progress_says_which_iteration_of_how_many_and_what_is_left(run_cli):
+    """On a terminal the progress line counts the iterations (4 of them, each about a second) and estimates what
+    is left; a pipe gets none of it."""
+    words = ("run", EXAMPLE, "--onnxrt", "--backend", "faulty", "--faulty-fault", "infer:sleep", "--iterations", "4",
+             "-p", "cmpx_test_faulty")
+    code, raw = in_terminal(*words, plugins=True)
+    lines = screen_lines(raw)
+    assert code == 0, raw
+    shown = [line for line in lines if re.match(r"iteration \d \(\d/4\): faulty \d+\.\d s \| \d+ s elapsed", line)]
+    assert any(line.startswith("iteration 0 (1/4): ") and "left" not in line for line in shown), lines
+    assert any(re.match(r"iteration 3 \(4/4\): .* elapsed, ~\d+ s left$", line) for line in shown), lines
+    assert all(fits(line) for line in lines)
+    piped = run_cli(*words, plugins=["cmpx_test_faulty"])
+    assert piped.exit_code == 0 and "elapsed" not in piped.output and "(1/4)" not in piped.output
+
+
+def test_local_error_and_slices_count_their_steps():
+    import io
+    import time
+
+    from cmpx.comparison.compare import ComparisonSettings
+    from cmpx.plan import RunPlan
+    from cmpx.reports.terminal import Progress
+    from cmpx.reports.text import TextReporter
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    terminal = Terminal()
+    reporter = TextReporter(RunPlan(None, (), (), None, ComparisonSettings([]), {}), lambda text: None,
+                            progress=Progress.for_terminal(terminal))
+    reporter.waiting("local error, node 1/40", ["onnxrt"], 0.0)
+    time.sleep(0.25)
+    reporter.waiting("local error, node 11/40", ["onnxrt"], 1.0)
+    assert re.search(r"local error, node 11/40: onnxrt 1.0 s \| 0 s elapsed, ~\d s left$", terminal.getvalue())
+    time.sleep(0.25)
+    reporter.waiting("iteration 0, slice 2/5", ["trt"], 0.5)
+    assert terminal.getvalue().endswith("iteration 0, slice 2/5: trt 0.5 s | 0 s elapsed")  # its first: no pace yet
+
+
+def test_reduce_shows_each_candidate_run_on_the_progress_line(tmp_path):
+    code, raw = in_terminal("reduce", "examples/models/two_faults.onnx", "--backend", "onnxrt", "--backend", "onnxref",
+                            "-o", tmp_path / "reduced.onnx")
+    lines = screen_lines(raw)
+    assert code == 1, raw  # reduced to the node that fails: exit 1, a mismatch
+    assert any(re.match(r"full model, 0 s \| (starting|loading): onnxref, onnxrt", line) for line in lines), lines
+    assert any(re.match(r"candidate \d+ \((end|start)\), \d+/60 nodes, \d+ s \| (starting|loading|iteration)", line)
+               for line in lines), lines
+    assert any(re.match(r"candidate \d+ \((end|start)\): .*\| nodes left: \d+$", line) for line in lines), lines

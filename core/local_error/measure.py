@@ -98,8 +98,7 @@ class _PairMeasurer:
         started = time.monotonic()
         for number, (position, tensors) in enumerate(sorted(targets.items()), start=1):
             status = f"node {number}/{len(targets)}"
-            self.reporter.waiting("local error", [self.backend.name], time.monotonic() - started,
-                                  {self.backend.name: status})
+            self.reporter.waiting(f"local error, {status}", [self.backend.name], time.monotonic() - started, {})
             if self.crashed is not None:
                 notes = {t: f"not measured: {self.crashed}" for t in tensors}
             else:
@@ -158,7 +157,7 @@ class _PairMeasurer:
         replies = supervisor.wait_replies(
             [worker], expect, phase, self.timeout, {worker.name: message["id"]},
             on_wait=lambda pending, elapsed, _: self.reporter.waiting(
-                "local error", pending, time.monotonic() - started, {worker.name: status}))
+                f"local error, {status}", pending, time.monotonic() - started, {}))
         return replies[worker.name]
 
     def _failed(self, error: BackendFailed, what: str, count: int) -> str:

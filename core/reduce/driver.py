@@ -70,7 +70,11 @@ def reduce_model(options: ReduceOptions, plugins: PluginSet, settings: PluginSet
     names = [b.name for b in checked.backends]
     echo(f"cmpx reduce | {request.model} | backends: {', '.join(names)} (reference {request.reference or names[-1]})"
          f" | fail on: {options.fail_on or 'what the full model shows'}")
-    observer = Observer(plugins, settings, sum(1 for b in checked.backends if b.python is None))
+    from cmpx.reports.terminal import Progress
+
+    observer = Observer(plugins, settings, sum(1 for b in checked.backends if b.python is None),
+                        Progress.for_terminal())
+    observer.label("full model", started)
     try:
         return _reduce(options, checked, observer, echo, started)
     finally:
@@ -216,6 +220,7 @@ def _values(request: RunRequest, checked: Preflight, whole: Observation, scratch
         return None
     backend = usable[0]
     outputs, inputs = os.path.join(scratch, "values"), os.path.join(scratch, "values-inputs")
+    observer.label("reference values", time.monotonic())
     seen = observer(values_request(_for_backends(request, checked, {backend}), words[backend], outputs, inputs))
     if seen.error is not None or seen.failures:
         echo(f"cannot reduce: {backend} failed to compute every tensor of the model: {seen.error or seen.verdict()} "
@@ -250,6 +255,7 @@ def _search(options: ReduceOptions, maker: CandidateMaker, fail_on: str, expecte
 
     def fails(window, step: str) -> bool:
         count[0] += 1
+        observer.label(f"candidate {count[0]} ({step}), {len(best[0])}/{total} nodes", started)
         candidate = maker.make(window, count[0])
         seen = observer(candidate_request(request, candidate, model_outputs), echo if options.verbose else None)
         removed = [n for n in best[0] if n not in candidate.nodes] if step == "linear" else []
@@ -285,6 +291,7 @@ def _search(options: ReduceOptions, maker: CandidateMaker, fail_on: str, expecte
     _write_outputs(maker, final, written.outputs_run)
     echo(f"wrote {options.output}, its inputs {written.inputs_run} and {maker.values.backend}'s outputs "
          f"{written.outputs_run}")
+    observer.label("the written model", started)
     reproduced = _verify(options, maker, final, written, fail_on, expected, failed_any[0], observer, echo)
     echo(f"{count[0]} candidate(s) in {time.monotonic() - started:.1f} s; kept {len(kept)} of {total} node(s): "
          + ", ".join(maker.index.node_label(n) for n in kept))

@@ -15,6 +15,7 @@ from cmpx.report_data import RunInterrupted
 if TYPE_CHECKING:
     from cmpx.plugins import PluginSet, PluginSettings
     from cmpx.report import Report
+    from cmpx.reports.terminal import Progress
     from cmpx.request import RunRequest
     from cmpx.transport.pool import WorkerPool
 
@@ -103,7 +104,8 @@ class Observer:
     are spawned while the current one runs (a fresh interpreter takes a while to start; it is told its backend only
     when its run begins), so no worker ever serves two runs. ``close`` stops the spares left."""
 
-    def __init__(self, plugins: PluginSet, settings: PluginSettings, spares: int):
+    def __init__(self, plugins: PluginSet, settings: PluginSettings, spares: int, progress: Progress | None = None):
+        self.progress = progress  # a terminal's progress line, for the runs whose report is not shown
         self.plugins = plugins
         self.settings = settings
         self.spares = spares
@@ -115,10 +117,18 @@ class Observer:
         pool, self._next = self._next, None
         try:
             self._next = WorkerPool(self.spares)
-            return observe(request, self.plugins, self.settings, echo, pool)
+            return observe(request, self.plugins, self.settings, echo, pool, None if echo else self.progress)
         finally:
             if pool is not None:
                 pool.release()
+
+    def label(self, what: str, started: float) -> None:
+        """The progress line's prefix for the next runs: ``candidate 7 (end), 40/60 nodes, 1 min 02 s | ``; a
+        terminal shows what each run is waiting for after it."""
+        if self.progress is not None:
+            from cmpx.reports.terminal import clock
+
+            self.progress.prefix = f"{what}, {clock(time.monotonic() - started)} | "
 
     def close(self) -> None:
         pool, self._next = self._next, None
@@ -127,19 +137,21 @@ class Observer:
 
 
 def observe(request: RunRequest, plugins: PluginSet, settings: PluginSettings,
-            echo: Callable[[str], None] | None = None, pool: WorkerPool | None = None) -> Observation:
+            echo: Callable[[str], None] | None = None, pool: WorkerPool | None = None,
+            progress: Progress | None = None) -> Observation:
     """Run ``request`` in a Session of its own (fresh workers, from ``pool`` if given) and say what its report
-    shows. ``echo`` receives the run's text report (``cmpx reduce -v``)."""
+    shows. ``echo`` receives the run's text report (``cmpx reduce -v``); else ``progress`` (a terminal's progress
+    line) shows what the run waits for."""
     from cmpx.session import Session
 
     started = time.monotonic()
     warnings: list[str] = []
     reporter_for = None
-    if echo is not None:
+    if echo is not None or progress is not None:
         from cmpx.reports.text import TextReporter
 
         def reporter_for(plan):
-            return TextReporter(plan, echo)
+            return TextReporter(plan, echo or (lambda _: None), progress=progress)
     try:
         with Session(request, plugins, settings, reporter_for=reporter_for, warn=warnings.append,
                      pool=pool) as session:

@@ -53,18 +53,41 @@ class Progress:
     enabled: bool = False
     _shown: bool = False
     _last: float = 0.0
+    _steps: dict[str, tuple[float, int]] = field(default_factory=dict)  # per kind of step: when first seen, done then
+    prefix: str = ""  # what the line is part of (cmpx reduce: which candidate)
 
     @classmethod
     def for_terminal(cls, stream: TextIO | None = None) -> Progress:
         stream = stream or sys.stderr
         return cls(stream, hasattr(stream, "isatty") and stream.isatty())
 
-    def update(self, phase: str, pending: list[str], elapsed: float, detail: str = "") -> None:
+    def begin(self, kind: str, done: int = 0) -> None:
+        """Steps of ``kind`` (e.g. ``iteration``) start now, ``done`` of them already done: the estimate of what is
+        left counts from here."""
+        self._steps[kind] = (time.monotonic(), done)
+
+    def update(self, phase: str, pending: list[str], elapsed: float, detail: str = "",
+               step: tuple[str, int, int | None] | None = None) -> None:
+        """``step``: (its kind, how many steps of that kind are done, how many there are, None if unknown): the
+        line then says the time spent on them and, once one is done, an estimate of what is left."""
         now = time.monotonic()
+        if step is not None:
+            self._steps.setdefault(step[0], (now, step[1]))
         if not self.enabled or now - self._last < 0.2:
             return
         self._last = now
-        self.show(f"{phase}: {', '.join(pending)} {elapsed:.1f} s{(' ' + detail) if detail else ''}")
+        line = f"{self.prefix}{phase}: {', '.join(pending)} {elapsed:.1f} s{(' ' + detail) if detail else ''}"
+        self.show(line + (f" | {self.estimate(*step, now=now)}" if step is not None else ""))
+
+    def estimate(self, kind: str, done: int, total: int | None, now: float | None = None) -> str:
+        """``12 s elapsed, ~30 s left``: the time since steps of ``kind`` began, and the rest at their pace."""
+        now = time.monotonic() if now is None else now
+        began, done_then = self._steps.get(kind, (now, done))
+        spent = now - began
+        text = f"{clock(spent)} elapsed"
+        if total is not None and done > done_then and total >= done:
+            text += f", ~{clock(spent / (done - done_then) * (total - done))} left"
+        return text
 
     def show(self, line: str) -> None:
         """Replace the status line with ``line`` (on a TTY)."""
@@ -80,6 +103,16 @@ class Progress:
             self.stream.write("\r\x1b[2K")
             self.stream.flush()
             self._shown = False
+
+
+def clock(seconds: float) -> str:
+    """A duration to read at a glance: ``8 s``, ``3 min 12 s``, ``1 h 05 min``."""
+    whole = int(round(seconds))
+    if whole < 60:
+        return f"{whole} s"
+    if whole < 3600:
+        return f"{whole // 60} min {whole % 60:02d} s"
+    return f"{whole // 3600} h {whole % 3600 // 60:02d} min"
 
 
 class PipeSafeEcho:

@@ -7,6 +7,7 @@ statistics, histogram and worst elements for failing ones); -v adds the statisti
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -85,6 +86,7 @@ class TextReporter:
         """The header, once the backends have loaded: each backend with its framework's version (and environment,
         for one under another Python), then where each backend under another Python ran."""
         plan = self.plan
+        self.progress.begin("iteration")  # the loads are done: the iterations' estimate counts from here
         self.labels = labels(plan.backends, runtimes)
         self.shown = {b.name: self.labels[b.name] for b in plan.backends if b.python is not None}
         model = plan.model.path if plan.model else "saved runs"
@@ -112,8 +114,21 @@ class TextReporter:
         """Backends still busy in ``phase``; ``status``: what some of them said they are doing."""
         status = status or {}
         failed = f"({', '.join(self.failed_early)} FAILED: said after the header)" if self.failed_early else ""
+        phase, step = self._step(phase)
         self.progress.update(phase, [f"{name} ({status[name]})" if status.get(name) else name for name in pending],
-                             elapsed, failed)
+                             elapsed, failed, step)
+
+    def _step(self, phase: str) -> tuple[str, tuple[str, int, int | None] | None]:
+        """``iteration 4`` of 10 shows as ``iteration 4 (5/10)``; a phase that counts its steps (``slice 2/5``,
+        ``node 3/40``) is one of them: either way the progress line adds the time spent and an estimate of the rest."""
+        found = re.fullmatch(r"iteration (\d+)", phase)
+        if found:
+            number, total = int(found[1]), self.plan.iterations
+            return (f"{phase} ({number + 1}/{total})" if total else phase), ("iteration", number, total)
+        counted = re.search(r"(\d+)/(\d+)", phase)
+        if counted:
+            return phase, (phase[:counted.start()], int(counted[1]) - 1, int(counted[2]))
+        return phase, None
 
     def warning(self, message: str) -> None:
         self.say(f"warning: {message}", "warning")
