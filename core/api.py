@@ -25,7 +25,8 @@ def run(model: str | os.PathLike[str] | None = None, backends: str | Sequence[st
 
     ``plugins``: extra plugin modules, as ``-p`` (``"no:NAME"`` blocks one); CMPX_PLUGINS and
     CMPX_DISABLE_PLUGIN_AUTOLOAD apply as on the command line. ``echo``: a function that receives the text report
-    line by line as the run goes (``print`` in a notebook); silent by default. ``verbosity``: 0 failures only,
+    line by line as the run goes (``print``); silent by default, but for a progress line in a Jupyter cell (what is
+    waited for, which iteration of how many, the time left) that ends with the verdict. ``verbosity``: 0 failures only,
     1 every output, 2 statistics of passing outputs too.
 
     Raises ``cmpx.UsageError`` (and its subclasses ``ModelError``, ``PluginError``) for anything wrong found before
@@ -33,6 +34,19 @@ def run(model: str | os.PathLike[str] | None = None, backends: str | Sequence[st
     ``cmpx.RunInterrupted`` (with ``.report``, what finished) on Ctrl-C. A backend that fails during the run does
     not raise: the report has it in ``failures`` and ``exit_code`` 3, and the other backends are still compared.
     """
+    from cmpx.report_data import RunInterrupted
+    from cmpx.session import unstarted_report
+
+    try:
+        return _run(model, backends, plugins, echo, verbosity, options)
+    except RunInterrupted:
+        raise
+    except KeyboardInterrupt:  # before the session began (loading plugins): a report of nothing, as later ones
+        raise RunInterrupted(unstarted_report(None)) from None
+
+
+def _run(model: str | os.PathLike[str] | None, backends: str | Sequence[str], plugins: Iterable[str],
+         echo: Callable[[str], None] | None, verbosity: int, options: dict[str, Any]) -> Report:
     from cmpx.comparison.metric_names import threshold_keywords
     from cmpx.plugins import PluginSettings, make_plugin_manager
     from cmpx.request import from_python
@@ -43,6 +57,7 @@ def run(model: str | os.PathLike[str] | None = None, backends: str | Sequence[st
     request = from_python(model, backends, options, threshold_keywords(plugin_set),
                           [spec.param(option) for spec in plugin_set.backends for option in spec.options])
     reporter_for = warn = None
+    progress = None
     if echo is not None:
         from cmpx.reports.text import TextReporter
 
@@ -51,6 +66,19 @@ def run(model: str | os.PathLike[str] | None = None, backends: str | Sequence[st
 
         def warn(message: str) -> None:
             echo(f"warning: {message}")
+    else:
+        from cmpx.reports.notebook import NotebookProgress, in_notebook
+
+        if in_notebook():  # a live line in the cell: what is waited for, which iteration of how many, what is left
+            from cmpx.reports.text import TextReporter
+
+            progress = NotebookProgress()
+
+            def reporter_for(plan):
+                return TextReporter(plan, lambda text: None, progress=progress)
 
     with Session(request, plugin_set, settings, reporter_for=reporter_for, warn=warn) as session:
-        return session.run()
+        report = session.run()
+    if progress is not None:
+        progress.done(f"{report.verdict} | {report.iterations} iteration(s) | exit {int(report.exit_code)}")
+    return report

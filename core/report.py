@@ -45,6 +45,28 @@ class Report(ReportData):
         reporter.finished(self)
         return "\n".join(lines)
 
+    def records(self) -> list[dict[str, Any]]:
+        """One record per pair, iteration and compared output (backend, reference, iteration, output, passed,
+        elements, max_abs, max_rel, metrics, failed, note): ``pandas.DataFrame(report.records())``."""
+        from cmpx.reports.notebook import records
+
+        return records(self)
+
+    def to_pandas(self) -> Any:
+        """``records()`` as a pandas DataFrame (needs pandas)."""
+        try:
+            import pandas
+        except ImportError:
+            raise ImportError("Report.to_pandas() needs pandas (pip install pandas); Report.records() gives the same "
+                              "rows as plain dicts") from None
+        return pandas.DataFrame(self.records())
+
+    def _repr_html_(self) -> str:
+        """How Jupyter shows a Report in a cell: the verdict, the summary per pair and the first divergence."""
+        from cmpx.reports.notebook import report_html
+
+        return report_html(self)
+
     def __repr__(self) -> str:
         return (f"<cmpx.Report {self.exit_code.name} | {len(self.result.tallies)} pair(s) over "
                 f"{self.result.iterations} iteration(s) | backends: {', '.join(self.backends)}>")

@@ -31,6 +31,7 @@ from cmpx.transport.pool import WorkerPool, release_workers
 if TYPE_CHECKING:
     from cmpx.plan import BackendPlan, RunPlan
     from cmpx.plugins import PluginSet, PluginSettings
+    from cmpx.preflight import Preflight
     from cmpx.reports.figures import FigureCollector
     from cmpx.request import RunRequest
     from cmpx.transport.supervisor import Worker
@@ -75,8 +76,21 @@ class Session:
     def run(self) -> Report:
         """Every step of the lifecycle; returns the Report. Raises UsageError (or another CmpxError) for a problem
         found before any inference, BackendFailed when a model in a backend's own format cannot be described,
-        and RunInterrupted (holding the partial report) on Ctrl-C."""
-        checked = preflight(self.request, self.plugins, self.settings)
+        and RunInterrupted (holding the partial report) on Ctrl-C, also in its first seconds (planning, starting
+        workers): then the report holds no result, its backends those asked for."""
+        checked: Preflight | None = None
+        try:
+            checked = preflight(self.request, self.plugins, self.settings)
+            return self._run(checked)
+        except RunInterrupted:
+            raise
+        except KeyboardInterrupt:
+            raise RunInterrupted(self._unstarted(checked)) from None
+
+    def _unstarted(self, checked: Preflight | None) -> Report:
+        return unstarted_report(self.request, checked, self.warnings)
+
+    def _run(self, checked: Preflight) -> Report:
         if self.request.save_error_plots or self.request.report_html:
             from cmpx.reports.figures import SAMPLE_POINTS, plots_wanted
 
@@ -246,3 +260,16 @@ class _WarningsKept(SilentReporter):
 
     def warning(self, message: str) -> None:
         self.warnings.append(message)
+
+
+def unstarted_report(request: RunRequest | None, checked: Preflight | None = None,
+                     warnings: Sequence[str] = ()) -> Report:
+    """The report of a run interrupted before its plan existed (Ctrl-C in its first seconds): nothing ran; its
+    backends are those asked for once the request was checked."""
+    from cmpx.comparison.compare import ComparisonSettings
+    from cmpx.plan import RunPlan
+    from cmpx.results import RunResult
+
+    plan = (RunPlan(None, (), checked.backends, request.reference if request else None, checked.comparison,
+                    checked.timeouts) if checked is not None else RunPlan(None, (), (), None, ComparisonSettings([]), {}))
+    return Report(plan, RunResult(), list(warnings), interrupted=True, request=request)
