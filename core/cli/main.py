@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from cmpx._version import __version__
+from cmpx.cli import completion
 from cmpx.cli.argv import prescan
 from cmpx.cli.env_cmd import env_group
 from cmpx.cli.invocation import Invocation, invocation
@@ -44,6 +45,7 @@ class CmpxGroup(click.Group):
              standalone_mode: bool = True, invocation: Invocation | None = None, **extra: Any) -> Any:
         """``invocation``: what cmpx.cli.launch found and started (made here when cmpx runs in-process)."""
         args = list(sys.argv[1:] if args is None else args)
+        completion.register()  # before click looks for _CMPX_COMPLETE: a word holding ':' completes in bash too
         invocation = invocation or Invocation(prescan(args))
         previous = _signals_interrupt()
         try:
@@ -134,7 +136,7 @@ cli.add_command(reduce_command)
 
 
 @cli.command("tensors")
-@click.argument("model", metavar="MODEL")
+@click.argument("model", metavar="MODEL", shell_complete=completion.paths())
 def tensors_command(model: str) -> None:
     """List the tensors of MODEL that --onnx-outputs can mark: name, producing node, op type, dtype, shape."""
     from cmpx.cli.tensors_cmd import show_tensors

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import click
 
+from cmpx.cli import completion
+
 REDUCE_HELP = """Cut MODEL down to the smallest subgraph that still fails when its --backend's are compared, and
 write it to -o with its inputs and the reference's outputs as cmpx runs beside it (OUT.inputs, OUT.outputs), so
 that 'cmpx run OUT --backend A --load-inputs OUT.inputs --load-outputs OUT.outputs' reproduces it.
@@ -30,11 +32,12 @@ Example:
 
 @click.command("reduce", help=REDUCE_HELP, short_help="Reduce a failing model to the smallest failing subgraph.",
                context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
-@click.option("-o", "--output", required=True, metavar="OUT.onnx", help="where to write the reduced model")
+@click.option("-o", "--output", required=True, metavar="OUT.onnx", shell_complete=completion.paths(), help="where to write the reduced model")
 @click.option("--fail-on", type=click.Choice(["mismatch", "crash", "any"]),
               help="what counts as failing: a mismatch, a backend failure (an error, crash or timeout in the same "
                    "phase as on the full model), or either [default: what the full model shows]")
-@click.argument("words", nargs=-1, type=click.UNPROCESSED, metavar="MODEL --backend A --backend B [RUN OPTIONS]")
+@click.argument("words", nargs=-1, type=click.UNPROCESSED, metavar="MODEL --backend A --backend B [RUN OPTIONS]",
+                shell_complete=completion.paths())
 def reduce_command(output: str, fail_on: str | None, words: tuple[str, ...]) -> int:
     from cmpx.cli.invocation import invocation
     from cmpx.cli.run_grammar import request_from_words

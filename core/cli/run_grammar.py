@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from cmpx.cli import completion
 from cmpx.cli.argv import expand_multi_values
 from cmpx.cli.grouped_help import GroupedCommand, GroupedOption
 from cmpx.cli.polygraphy import translate
@@ -39,11 +40,6 @@ Example:
 
 # Options of the command line only: how to report, not what to run.
 CLI_ONLY = ("plugin_args", "debug", "verbose", "quiet")
-
-
-def _names(names: list[str]):
-    """Shell completion of a fixed list of names (cmpx's own completion: see docs/reports.md)."""
-    return lambda ctx, param, incomplete: [n for n in names if n.startswith(incomplete)]
 
 
 class RunCommand(GroupedCommand):
@@ -80,12 +76,16 @@ def build_run_command(plugins: PluginSet, callback: Callable[..., Any] | None = 
     defaults = request_defaults()
     dynamic = {  # what the registered plugins add to an option: the names it takes, and their completion
         "backends": (f" [available: {', '.join(plugins.backends.names()) or 'none'}; transforms: "
-                     f"{', '.join(plugins.transforms.names()) or 'none'}]", _names(plugins.backends.names())),
-        "compare": (f" [available: {', '.join(metric_words(plugins))}]", _names(metric_words(plugins))),
+                     f"{', '.join(plugins.transforms.names()) or 'none'}]",
+                     completion.backends(plugins.backends.names(), plugins.transforms.names())),
+        "compare": (f" [available: {', '.join(metric_words(plugins))}]", completion.names(metric_words(plugins))),
     }
-    params: list[click.Parameter] = [click.Argument(["model"], metavar="[MODEL]", required=False)]
+    params: list[click.Parameter] = [click.Argument(["model"], metavar="[MODEL]", required=False,
+                                                    shell_complete=completion.paths())]
     for option in RUN_OPTIONS:
         suffix, complete = dynamic.get(option.name, ("", None))
+        if option.python == "path":  # the option table says which options take a path: the shell completes it
+            complete = completion.paths("dir" if option.metavar == "DIR" else "file")
         kwargs: dict[str, Any] = {"group": option.group, "help": option.help + suffix, "metavar": option.metavar,
                                   "shell_complete": complete}
         if option.kind == WORDS:

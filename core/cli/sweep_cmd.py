@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from cmpx.cli import completion
+
 SWEEP_HELP = """Run every model of the sweep FILE (TOML) with every run configuration in it, each cell a full
 'cmpx run' with its own workers, and write the results to DIR: a report and a log per cell, summary.json,
 summary.md (models x runs) and junit.xml.
@@ -31,8 +33,8 @@ See docs/sweep.md.
 
 
 @click.command("sweep", help=SWEEP_HELP, short_help="Run many models with many run configurations.")
-@click.argument("sweep_file", metavar="FILE")
-@click.option("--out", required=True, metavar="DIR", help="results directory; an earlier sweep's results in it are "
+@click.argument("sweep_file", metavar="FILE", shell_complete=completion.paths())
+@click.option("--out", required=True, metavar="DIR", shell_complete=completion.paths("dir"), help="results directory; an earlier sweep's results in it are "
               "reused where still current")
 @click.option("--jobs", type=click.IntRange(min=1), metavar="N",
               help="cells at once [default: local: one per CPU, fewer if memory is short; ray: as Ray schedules]")
