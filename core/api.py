@@ -6,6 +6,8 @@ import os
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from cmpx.report_data import RunInterrupted
+
 if TYPE_CHECKING:
     from cmpx.report import Report
 
@@ -34,14 +36,13 @@ def run(model: str | os.PathLike[str] | None = None, backends: str | Sequence[st
     ``cmpx.RunInterrupted`` (with ``.report``, what finished) on Ctrl-C. A backend that fails during the run does
     not raise: the report has it in ``failures`` and ``exit_code`` 3, and the other backends are still compared.
     """
-    from cmpx.report_data import RunInterrupted
-    from cmpx.session import unstarted_report
-
     try:
         return _run(model, backends, plugins, echo, verbosity, options)
     except RunInterrupted:
         raise
     except KeyboardInterrupt:  # before the session began (loading plugins): a report of nothing, as later ones
+        from cmpx.session import unstarted_report
+
         raise RunInterrupted(unstarted_report(None)) from None
 
 

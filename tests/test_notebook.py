@@ -75,11 +75,12 @@ def test_ctrl_c_in_the_first_seconds_raises_run_interrupted_with_a_report(delay)
     """Before: a bare KeyboardInterrupt from the plugin loading, the checks or the workers' start. Each delay lands
     somewhere in a run of 3 slow iterations (a real SIGINT, sent by a timer's signal); each raises RunInterrupted,
     leaving no worker."""
+    run, interrupted = cmpx.run, cmpx.RunInterrupted  # imported now (lazy attributes), not while the timer runs
     before = signal.signal(signal.SIGALRM, lambda *_: os.kill(os.getpid(), signal.SIGINT))
     try:
-        with pytest.raises(cmpx.RunInterrupted) as raised:
+        with pytest.raises(interrupted) as raised:
             signal.setitimer(signal.ITIMER_REAL, delay)
-            cmpx.run(EXAMPLE, ["onnxrt", "faulty"], iterations=3, **SLOW)
+            run(EXAMPLE, ["onnxrt", "faulty"], iterations=3, **SLOW)
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, before)

@@ -63,7 +63,8 @@ class WorkerPool:
                     worker = self._spares.pop(0)
                 else:
                     worker = supervisor.spawn_worker(env)
-                workers[backend.name] = supervisor.assign(worker, backend, settings)
+                workers[backend.name] = worker  # released with the others if Ctrl-C comes while it is told its backend
+                supervisor.assign(worker, backend, settings)
         except BaseException:
             release_workers(workers)
             raise
