@@ -116,7 +116,7 @@ def test_trt_dynamic_shapes_profiles_and_a_saved_engine(run_cli, tmp_path):
 @pytest.mark.gpu
 def test_trt_mark_all_finds_layers(run_cli, models):
     result = run_cli("run", models.matmul_chain, "--backend", "trt", "--backend", "onnxrt", "--mark-all",
-                     "--atol", "1e-3", "--rtol", "1e-3")
+                     "--atol", "1e-3", "--rtol", "1e-3", "-v")  # -v: each passing marked tensor listed
     assert result.exit_code == 0, result.output
     assert "PASSED  mm1:" in result.output
 

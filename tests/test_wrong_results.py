@@ -125,7 +125,7 @@ def test_keep_fp32_keeps_the_tensor_between_two_kept_nodes_in_float32(run_cli, t
     unconstrained = run_cli("run", model, "--backend", "onnxref:fp16", *common)
     assert unconstrained.exit_code == 1, unconstrained.output  # the overflow the example is about
     kept = run_cli("run", model, "--backend", "onnxref:fp16", *common, "--keep-fp32", "Add", "Sub", "--mark-all",
-                   "--save-transformed", tmp_path / "transformed")
+                   "--save-transformed", tmp_path / "transformed", "-v")  # -v: each passing marked tensor listed
     assert kept.exit_code == 0, kept.output
     assert "4 comparison(s)" not in kept.output and "PASSED  added:" in kept.output
     graph = onnx.load(next((tmp_path / "transformed").glob("*.onnx"))).graph
