@@ -4,6 +4,8 @@ forms and checks). Imports nothing heavy until it runs."""
 
 from __future__ import annotations
 
+import sys
+
 import click
 
 from cmpx.cli import completion
@@ -43,8 +45,12 @@ def reduce_command(output: str, fail_on: str | None, words: tuple[str, ...]) -> 
     from cmpx.cli.run_grammar import request_from_words
     from cmpx.printable import printable
     from cmpx.reduce.driver import ReduceOptions, reduce_model
+    from cmpx.reports.terminal import terminal_width
+    from cmpx.reports.text_lines import wrapped
 
     here = invocation(click.get_current_context())
     request, cli = request_from_words(list(words), here.plugins)
     options = ReduceOptions(request, output, fail_on, verbose=cli["verbose"] > 0)
-    return int(reduce_model(options, here.plugins, here.settings, lambda text: click.echo(printable(text))))
+    width = terminal_width(sys.stdout)  # a terminal's lines wrap at word boundaries; a pipe's stay whole
+    return int(reduce_model(options, here.plugins, here.settings,
+                            lambda text: click.echo(wrapped(printable(text), width))))
