@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from cmpx._version import __version__
 from cmpx.errors import BackendCrashed, BackendFailed, ExitCode, telling_line
 from cmpx.printable import printable, printable_lines
+from cmpx.reports import oracle_text
 from cmpx.reports.terminal import Progress, paint
 from cmpx.results import NonFinite, OutputResult, PairResult, PairTally
 from cmpx.runtimes import labels, linked_note
@@ -67,8 +68,7 @@ class TextReporter:
             self.say(DETAIL_INDENT + line)
 
     def started(self, runtimes: Mapping[str, BackendRuntime]) -> None:
-        """The header, once the backends have loaded: each backend with its framework's version (and environment,
-        for one under another Python), then where each backend under another Python ran."""
+        """The header: each backend with its framework's version (and environment), then where each ran."""
         plan = self.plan
         self.labels = labels(plan.backends, runtimes)
         self.shown = {b.name: self.labels[b.name] for b in plan.backends if b.python is not None}
@@ -149,6 +149,8 @@ class TextReporter:
                 self.say("  " + line, "PASSED" if line.startswith("PASSED") else "FAILED")
         for output, why in pair.not_comparable:
             self.say(f"  NOT COMPARED  {output}: {why}")
+        for line in oracle_text.pair_lines(pair, self.model_outputs):
+            self.say("  " + line)
         if pair.note:
             self.say(f"  {'FAILED  ' if not pair.outputs else ''}{pair.note}", "FAILED")
         if pair.unmatched:
@@ -165,8 +167,7 @@ class TextReporter:
                      "computed from compared tensors that pass)")
 
     def _note_narrow(self, pair: PairResult) -> None:
-        """A model output that is itself float16 or bfloat16 (a model exported after .half()) failing at an rtol
-        finer than its type's spacing: the summary says what its precision allows."""
+        """A model output itself float16 or bfloat16 failing at an rtol finer than its type's spacing (noted)."""
         for output in pair.outputs:
             if output.output in self.narrow and not output.passed:
                 rtols = [m.data["rtol"] for m in output.metrics if isinstance(m.data.get("rtol"), float)]
@@ -232,6 +233,8 @@ class TextReporter:
             self.say(f"  {self.name(tally.backend)} vs {self.name(tally.reference)}: {_pair_line(tally)}")
             for line in blind_lines(tally):
                 self.say(f"  warning: {line}", "FAILED")
+        for line in oracle_text.summary_lines(result.oracle, self.model_outputs):
+            self.say("  " + line)
         if self.plan.single and not result.failures:
             checked = " and checked for NaN and Inf (--validate)" if self.plan.validate else ""
             self.say(f"  one backend, {self.name(self.plan.names[0])}: its outputs were described{checked}, not "
