@@ -15,6 +15,8 @@ from typing import Any
 ORACLE_TRANSFORM = "fp64"  # a backend running this transform is the run's oracle
 EQUALLY_FAR = 2.0  # one side is closer only if the other's largest error against the oracle is this many times its
 JUMP = 100.0  # a tensor's error jumps when it is this many times what its inputs carried (or one rounding)
+SENTINEL = 1e30  # a tensor holding values this large holds a mask's "minus infinity" (each precision writes its own
+# largest value there, a difference that the Softmax after it erases): no jump is looked for in it
 ROUNDING = {None: 2.0 ** -24, "fp16": 2.0 ** -11, "bf16": 2.0 ** -8, "int8": 2.0 ** -7, "fp8": 2.0 ** -4}
 
 

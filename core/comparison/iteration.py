@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from cmpx.comparison.compare import compare_tensor
 from cmpx.comparison.divergence import first_divergence
-from cmpx.comparison.oracle import judge, look_for_jump, measure
+from cmpx.comparison.oracle import judge, look_for_jump, measure, transforms_of
 from cmpx.comparison.pairing import comparison_pairs
 from cmpx.comparison.structural import conform
 from cmpx.comparison.validation import find_non_finite
@@ -131,7 +131,7 @@ class IterationComparer:
         if self.keeper is not None:
             self.keeper.compared(iteration, pairs)
         transformed = {b.name: b.transform for b in plan.backends if b.absent_marks}
-        transforms = {b.name: b.transform for b in plan.backends}
+        transforms = transforms_of(plan)
         if self.result.oracle is not None and plan.mark and plan.graph is not None:
             for name, errors in state.oracle_errors.items():
                 look_for_jump(plan.graph, self.result.oracle.backend(name), iteration, errors, transforms.get(name))

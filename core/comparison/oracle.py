@@ -11,8 +11,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from cmpx.oracle import JUMP, ORACLE_TRANSFORM, ROUNDING, OracleBackend, OracleError, OracleJudgement, OracleJump
+from cmpx.oracle import JUMP, SENTINEL, ORACLE_TRANSFORM, ROUNDING, OracleBackend, OracleError, OracleJudgement, OracleJump
 from cmpx.results import PairResult
+
+
+def transforms_of(plan: Any) -> dict[str, str | None]:
+    """Each backend's transform: a live one's, or what a saved run's name says (``onnxrt:fp16@DIR``: fp16)."""
+    saved = {b.name: b.name.partition("@")[0].partition(":")[2].partition("#")[0] or None
+             for b in plan.saved_backends}
+    return {**saved, **{b.name: b.transform for b in plan.backends}}
 
 
 def oracle_of(live: Sequence[Any], saved: Sequence[Any]) -> str | None:
@@ -63,7 +70,8 @@ def look_for_jump(graph: Any, backend: OracleBackend, iteration: int, errors: Ma
                   transform: str | None) -> None:
     """Walk ``graph`` in topological order and note on ``backend`` the first tensor whose error (at its scale)
     is ``JUMP`` times what the compared tensors it is computed from carried (at least one rounding at the
-    backend's precision); otherwise the largest step seen. Tensors not measured are looked through."""
+    backend's precision); otherwise the largest step seen. Tensors not measured are looked through, and so are
+    those holding a mask's sentinel values (``SENTINEL``)."""
     if backend.jump is not None or not errors:
         return
     backend.layered = True
@@ -73,7 +81,7 @@ def look_for_jump(graph: Any, backend: OracleBackend, iteration: int, errors: Ma
     for info in graph.tensors:
         before = max((carried.get(name, 0.0) for name in info.inputs), default=0.0)
         error = errors.get(info.name)
-        if error is None or error.relative != error.relative:  # not measured, or NaN
+        if error is None or error.relative != error.relative or error.scale > SENTINEL:  # not measured, NaN, a mask
             carried[info.name] = before
             continue
         carried[info.name] = error.relative

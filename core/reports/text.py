@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from cmpx._version import __version__
 from cmpx.errors import BackendCrashed, BackendFailed, ExitCode, telling_line
+from cmpx.oracle import ORACLE_TRANSFORM
 from cmpx.printable import printable, printable_lines
 from cmpx.reports import oracle_text
 from cmpx.reports.terminal import Progress, paint
@@ -42,6 +43,7 @@ class TextReporter:
         self.progress = progress or Progress()
         self.model_outputs = plan.required_outputs  # with marking, other tensors get one line each
         self.transforms = {b.name: b.transform for b in plan.backends if b.transform}
+        self.lowered = {name for name, transform in self.transforms.items() if transform != ORACLE_TRANSFORM}
         self.needed: dict[tuple[str, str], tuple[float, float]] = {}  # per pair: the tolerances its failures need
         declared = plan.model.outputs if plan.model else ()
         self.narrow = {spec.name: spec.dtype for spec in declared if spec.dtype in HALF_SPACING}
@@ -177,8 +179,8 @@ class TextReporter:
 
     def _measure(self, pair: PairResult) -> None:
         """Keep the largest minimum tolerances of the failing model outputs of a pair where exactly one side runs a
-        transformed graph: the summary's hint is what was measured, not a guess."""
-        if (pair.backend in self.transforms) == (pair.reference in self.transforms):
+        lower-precision graph: the summary's hint is what was measured, not a guess."""
+        if len({pair.backend, pair.reference} & self.lowered) != 1:
             return
         key = (pair.backend, pair.reference)
         atol, rtol = self.needed.get(key, (0.0, 0.0))
@@ -265,7 +267,7 @@ class TextReporter:
         for failure in report.output_failures:
             self.say(f"  FAILED to write {failure}", "FAILED")
         for (backend, reference), (atol, rtol) in self.needed.items():
-            transformed = backend if backend in self.transforms else reference
+            transformed = backend if backend in self.lowered else reference
             options = " or ".join(f"--{flag} {round_up(value):g}" for flag, value in (("atol", atol), ("rtol", rtol))
                                   if 0 < value < (math.inf if flag == "atol" else 1))  # rtol 1: no check at all
             if options:
@@ -349,9 +351,7 @@ def round_up(value: float) -> float:
 def _reminder(detail: str, limit: int = 160) -> str:
     """An error's first line, cut to ``limit`` characters: the summary recalls an error printed in full above."""
     line = telling_line(detail)
-    if len(line) <= limit and line == detail.strip():
-        return line
-    return line[:limit].rstrip() + " ... (in full above)"
+    return line if len(line) <= limit and line == detail.strip() else line[:limit].rstrip() + " ... (in full above)"
 
 
 def _saved_label(saved) -> str:
