@@ -120,9 +120,12 @@ def test_a_sliced_run_finds_the_same_jump(run_cli, tmp_path):
 
 @pytest.mark.parametrize("args, message", [
     (["--oracle", "--load-outputs", "x"], "--oracle runs the model in float64: give the MODEL"),
+    (["ENGINE", "--backend", "trt", "--oracle"], "--oracle runs an ONNX model in float64, and "),
 ])
-def test_oracle_misuse_is_refused_before_any_worker(run_cli, args, message):
-    result = run_cli("run", *args)
+def test_oracle_misuse_is_refused_before_any_worker(run_cli, tmp_path, args, message):
+    engine = tmp_path / "model.engine"
+    engine.write_bytes(b"")
+    result = run_cli("run", *[str(engine) if word == "ENGINE" else word for word in args])
     assert result.exit_code == 2, result.output
     assert message in result.output
 
@@ -171,3 +174,19 @@ def test_a_jump_is_measured_against_what_the_inputs_carried():
     masked = OracleBackend("mask")  # a mask's "minus infinity" written differently is no fault
     look_for_jump(graph, masked, 0, {"a": error(1e35, scale=3.4e38)}, None)
     assert masked.jump is None
+
+
+def test_an_already_quantized_model_keeps_its_qdq_steps_in_the_oracle(run_cli, tmp_path):
+    # the int8 transform's Q/DQ graph, run in float64 with its Q/DQ pairs kept: between them float64, so the
+    # dequantized outputs are the same quantization steps as in float32
+    saved = tmp_path / "transformed"
+    made = run_cli("run", f"{REAL}/cnn.onnx", "--backend", "onnxrt:int8", "--save-transformed", saved)
+    assert made.exit_code == 0, made.output
+    out = tmp_path / "r.json"
+    result = run_cli("run", saved / "cnn.int8.onnx", "--backend", "onnxref", "--backend", "onnxrt", "--oracle",
+                     "--mark-all", "--report-json", out)
+    assert result.exit_code == 0, result.output
+    summary = {b["backend"]: b for b in report(out)["oracle"]["backends"]}
+    for backend in ("onnxref", "onnxrt"):
+        assert summary[backend]["tensors"]["logits"]["max_abs"] < 1e-6
+        assert summary[backend]["first_jump"] is None
