@@ -67,14 +67,17 @@ def test_on_real_architectures_the_oracle_names_the_fp16_and_int8_side(run_cli, 
     assert "onnxrt:fp16 is " in result.output and "further from onnxref:fp64 than onnxrt" in result.output
 
 
-def test_fp16_drifts_and_no_tensor_of_it_jumps_per_layer(run_cli, tmp_path):
+@pytest.mark.parametrize("model", ["cnn", "bert"])  # bert: its attention mask's "minus infinity" is no jump
+def test_fp16_drifts_and_no_tensor_of_it_jumps_per_layer(run_cli, tmp_path, model):
     out = tmp_path / "r.json"
-    result = run_cli("run", f"{REAL}/cnn.onnx", "--backend", "onnxrt:fp16", "--backend", "onnxrt", "--oracle",
+    result = run_cli("run", f"{REAL}/{model}.onnx", "--backend", "onnxrt:fp16", "--backend", "onnxrt", "--oracle",
                      "--mark-all", "--report-json", out)
     assert result.exit_code == 1, result.output
     summary = {b["backend"]: b for b in report(out)["oracle"]["backends"]}
-    assert summary["onnxrt:fp16"]["layered"] and summary["onnxrt:fp16"]["first_jump"] is None
+    for backend in ("onnxrt:fp16", "onnxrt"):
+        assert summary[backend]["layered"] and summary[backend]["first_jump"] is None, summary[backend]
     assert len(summary["onnxrt:fp16"]["tensors"]) > 50  # every marked tensor measured
+    assert "its error grows by rounding, a precision drift" in result.output
 
 
 def test_the_oracle_is_the_verdicts_reference_only_when_named(run_cli, tmp_path):
