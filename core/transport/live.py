@@ -53,7 +53,7 @@ class LiveBackends:
         self.plans = {backend.name: backend for backend in backends}
         self.workers = {backend.name: workers[backend.name] for backend in backends}
         self.prefix = prefix
-        self.timeouts = {name: timeouts[name] for name in self.workers}
+        self.timeouts = dict(timeouts)
         self.mappings = MappingCache(MAPPING_BUDGET)
         self._inputs = ReusedSegments()
         self._index = {name: index for index, name in enumerate(self.workers)}
