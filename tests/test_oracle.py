@@ -4,11 +4,15 @@ each failing pair told which side is closer to the exact value. Real CLI, real w
 import json
 import math
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
 
 from cmpx.model.graph import TensorGraph, TensorInfo
 from cmpx.oracle import OracleBackend, OracleError, OracleJudgement, times
-from cmpx.comparison.oracle import look_for_jump
+from cmpx.comparison.oracle import look_for_jump, measure
 
 TWO_FAULTS = "examples/models/two_faults.onnx"
 REAL = "tests/models/real"
@@ -193,3 +197,24 @@ def test_an_already_quantized_model_keeps_its_qdq_steps_in_the_oracle(run_cli, t
     for backend in ("onnxref", "onnxrt"):
         assert summary[backend]["tensors"]["logits"]["max_abs"] < 1e-6
         assert summary[backend]["first_jump"] is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 60).flatmap(lambda n: st.tuples(
+    arrays(np.float32, n, elements=st.floats(-1e6, 1e6, width=32) | st.just(0.0) | st.just(math.nan)),
+    arrays(np.float64, n, elements=st.floats(-1e6, 1e6) | st.just(0.0) | st.just(math.nan)))), st.integers(1, 9))
+def test_measuring_chunk_by_chunk_gives_the_whole_tensors_statistics(pair, chunk):
+    """The oracle's statistics are measured a chunk at a time (bounded memory on any tensor): the same as numpy's
+    over the whole tensor, NaN where numpy gives NaN."""
+    actual, exact = pair
+    error = np.abs(actual.astype(np.float64) - exact)
+    magnitude = np.abs(exact)
+    nonzero = magnitude > 0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        expected = (float(np.max(error)), float(np.mean(error)),
+                    float(np.max(error[nonzero] / magnitude[nonzero])) if nonzero.any() else 0.0,
+                    float(np.nanmax(magnitude)) if not np.isnan(magnitude).all() else 0.0)
+    found = measure(actual, exact, chunk)
+    got = (found.max_abs, found.mean_abs, found.max_rel, found.scale)
+    assert all((math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+               for a, b in zip(got, expected)), (got, expected)

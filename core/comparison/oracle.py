@@ -8,6 +8,7 @@ are widened, the oracle's never rounded down.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -33,25 +34,42 @@ def oracle_of(live: Sequence[Any], saved: Sequence[Any]) -> str | None:
     return None
 
 
-def measure(actual: Any, oracle: Any) -> OracleError | None:
+ORACLE_CHUNK = 1 << 20  # elements measured at a time: float64 temporaries of a few MiB, whatever the tensor's size
+
+
+def measure(actual: Any, oracle: Any, chunk: int = ORACLE_CHUNK) -> OracleError | None:
     """``actual``'s error against the oracle's values, in float64; None when there is nothing to measure (not a
-    float tensor, or another shape)."""
+    float tensor, or another shape). Chunk by chunk, so that the temporaries stay small on any tensor; a NaN error
+    makes the largest and the mean errors NaN (the scale ignores NaN)."""
     import numpy as np
 
     if not isinstance(actual, np.ndarray) or not isinstance(oracle, np.ndarray):
         return None
     if actual.shape != oracle.shape or actual.dtype.kind not in "fc" or oracle.dtype.kind not in "fc":
         return None
-    exact = oracle.astype(np.float64, copy=False)
-    error = np.abs(actual.astype(np.float64) - exact)
-    if error.size == 0:
+    if actual.size == 0:
         return OracleError(0.0, 0.0, 0.0, 0.0)
-    magnitude = np.abs(exact)
-    nonzero = magnitude > 0
-    with np.errstate(invalid="ignore", divide="ignore"):
-        max_rel = float(np.max(error[nonzero] / magnitude[nonzero])) if nonzero.any() else 0.0
-    scale = float(np.nanmax(magnitude)) if not np.isnan(magnitude).all() else 0.0
-    return OracleError(float(np.max(error)), float(np.mean(error)), max_rel, scale)
+    wide = np.result_type(actual.dtype, oracle.dtype, np.float64)
+    flat_actual, flat_oracle = actual.reshape(-1), oracle.reshape(-1)
+    max_abs, total, max_rel, scale = 0.0, 0.0, 0.0, -math.inf
+    for start in range(0, flat_actual.size, chunk):
+        exact = flat_oracle[start:start + chunk].astype(wide, copy=False)
+        error = np.abs(flat_actual[start:start + chunk].astype(wide) - exact)
+        magnitude = np.abs(exact)
+        max_abs = _nan_max(max_abs, float(np.max(error)))
+        total += float(np.sum(error))
+        nonzero = magnitude > 0
+        if nonzero.any():
+            with np.errstate(invalid="ignore", divide="ignore"):
+                max_rel = _nan_max(max_rel, float(np.max(error[nonzero] / magnitude[nonzero])))
+        if not np.isnan(magnitude).all():
+            scale = max(scale, float(np.nanmax(magnitude)))
+    return OracleError(max_abs, total / flat_actual.size, max_rel, scale if scale > -math.inf else 0.0)
+
+
+def _nan_max(current: float, value: float) -> float:
+    """The larger of two, NaN once either is (as numpy's max over the whole tensor would be)."""
+    return math.nan if math.isnan(current) or math.isnan(value) else max(current, value)
 
 
 def judge(pair: PairResult, errors: Mapping[str, Mapping[str, OracleError]], oracle: str,
