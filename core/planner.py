@@ -17,7 +17,8 @@ from cmpx.comparison.output_map import resolve_output_map
 from cmpx.comparison.pairing import check_reference, comparison_pairs, instance_names
 from cmpx.errors import BackendFailed, CmpxError, ModelError, RemoteTraceback, UsageError, bounded
 from cmpx.loaders.options import DataOptions
-from cmpx.loaders.preparing import Feeds, check_input_sizes, fitted, input_map_of, peeked, warn_widened
+from cmpx.loaders.preparing import Feeds, check_input_sizes, fed_shapes, fitted, input_map_of, peeked, \
+    warn_widened
 from cmpx.model.info import ModelInfo, read_model
 from cmpx.model.shapes import resolve_input_shapes
 from cmpx.plan import BackendPlan, RunPlan, SavedBackend
@@ -66,7 +67,7 @@ def build_plan(checked: Preflight, warn: Callable[[str], None], scratch: str | N
                                  f"{spec.name} is of type {spec.value_type}; save to a directory (cmpx's format keeps "
                                  f"its structure), or leave it out with --onnx-exclude-outputs {spec.name}")
 
-    feeds, inputs, iterations, dropped, ranges = None, (), None, [], []
+    feeds, inputs, iterations, dropped, ranges, first = None, (), None, [], [], {}
     model_file = model.path if model is not None else None  # the file the backends and transforms load
     if model is not None and request.external_data_dir:
         from cmpx.model.external import external_data_view
@@ -91,8 +92,8 @@ def build_plan(checked: Preflight, warn: Callable[[str], None], scratch: str | N
                               {r.input: ValueRange(r.low, r.high) for r in ranges})
         loader = checked.loader
         input_map = input_map_of(request.input_map, inputs)
-        feeds = peeked(fitted(loader.factory(options).feeds(inputs), inputs, loader.name, warn, input_map),
-                        loader.name)
+        first, feeds = peeked(fitted(loader.factory(options).feeds(inputs), inputs, loader.name, warn, input_map),
+                              loader.name)
         iterations = (request.iterations or 1) if generates else request.iterations
 
         def calibration(count: int) -> Feeds:
@@ -119,7 +120,8 @@ def build_plan(checked: Preflight, warn: Callable[[str], None], scratch: str | N
     if model is not None and backends and mark:
         from cmpx.slicing.planning import plan_slicing
 
-        slicing = plan_slicing(model, inputs, backends, mark, checked.memory_budget, scratch, warn, model_file)
+        slicing = plan_slicing(model, fed_shapes(inputs, first), backends, mark, checked.memory_budget, scratch, warn,
+                               model_file)
     plan = RunPlan(model, inputs, backends, request.reference, checked.comparison, checked.timeouts,
                    validate=request.validate, saved_backends=saved,
                    save_inputs=request.save_inputs, save_outputs=request.save_outputs, iterations=iterations,
