@@ -6,6 +6,7 @@ dicts. Running the script is the point (as in Polygraphy); nothing is ever unpic
 
 from __future__ import annotations
 
+import importlib.machinery
 import importlib.util
 import itertools
 import os
@@ -48,11 +49,14 @@ class ScriptDataLoader:
 
     def _function(self):
         check_regular(self.path, "--data-loader-script")
-        spec = importlib.util.spec_from_file_location(f"cmpx_data_script_{abs(hash(self.path))}", self.path)
+        name = f"cmpx_data_script_{abs(hash(self.path))}"
+        loader = importlib.machinery.SourceFileLoader(name, self.path)  # Python source, whatever the file's suffix
+        spec = importlib.machinery.ModuleSpec(name, loader, origin=self.path)
+        spec.has_location = True  # the module's __file__ is the script
         module = importlib.util.module_from_spec(spec)
         sys.path.insert(0, os.path.dirname(os.path.abspath(self.path)))
         try:
-            spec.loader.exec_module(module)
+            loader.exec_module(module)
         except KeyboardInterrupt:
             raise
         except BaseException as exc:  # noqa: BLE001 - a script calling sys.exit() at import is its own failure
