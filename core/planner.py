@@ -9,7 +9,7 @@ import os
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cmpx.argtypes import ValueRange, check_names
 from cmpx.comparison.output_map import resolve_output_map
@@ -17,12 +17,14 @@ from cmpx.comparison.pairing import check_reference, comparison_pairs, instance_
 from cmpx.errors import BackendFailed, CmpxError, ModelError, RemoteTraceback, UsageError, bounded
 from cmpx.loaders.options import DataOptions
 from cmpx.loaders.preparing import Feeds, check_input_sizes, fitted, input_map_of, peeked, warn_widened
-from cmpx.model.info import ModelInfo, read_model
+from cmpx.model.info import ModelInfo, TensorSpec, read_model
 from cmpx.model.shapes import resolve_input_shapes
 from cmpx.plan import BackendPlan, RunPlan, SavedBackend
 from cmpx.preflight import Preflight
 from cmpx.request import RunRequest
 
+if TYPE_CHECKING:
+    from cmpx.model.value_ranges import InputRange
 
 
 def build_plan(checked: Preflight, warn: Callable[[str], None], scratch: str | None = None,
@@ -64,7 +66,11 @@ def build_plan(checked: Preflight, warn: Callable[[str], None], scratch: str | N
                                  f"{spec.name} is of type {spec.value_type}; save to a directory (cmpx's format keeps "
                                  f"its structure), or leave it out with --onnx-exclude-outputs {spec.name}")
 
-    feeds, inputs, iterations, dropped, ranges = None, (), None, [], []
+    feeds: Feeds | None = None
+    inputs: Sequence[TensorSpec] = ()
+    iterations: int | None = None
+    dropped: list[tuple[BackendPlan, BackendFailed]] = []
+    ranges: list[InputRange] = []
     model_file = model.path if model is not None else None  # the file the backends and transforms load
     if model is not None and request.external_data_dir:
         from cmpx.model.external import external_data_view
@@ -264,7 +270,7 @@ def _transformed(checked: Preflight, model_file: str, backends: Sequence[Backend
     for name in wanted:
         path = os.path.join(directory, f"{stem}.{name}.onnx")
         try:
-            transform = checked.plugins.transforms.get(name).factory(options)
+            transform = checked.plugins.transforms[name].factory(options)
             transform.apply(model_file, path, calibration)
         except CmpxError:
             raise  # a problem with what the user gave (a calibration cache, a disk): exit 2, before anything runs
@@ -273,7 +279,7 @@ def _transformed(checked: Preflight, model_file: str, backends: Sequence[Backend
             continue
         if getattr(transform, "calibrated_from_cache", False):
             warn(f"{name}: calibrated ranges read from {request.calibration_cache} (delete it to recalibrate)")
-        absent = frozenset()
+        absent: frozenset[str] = frozenset()
         if mark:
             import onnx
 

@@ -156,7 +156,7 @@ def _register(plugins: PluginSet, name: str, dist: str | None, load: Any, reques
 
 
 def _run_registration_hooks(plugins: PluginSet) -> None:
-    registries = {
+    registries: dict[str, BackendRegistry | DataLoaderRegistry | MetricRegistry | TransformRegistry] = {
         "register_backends": plugins.backends,
         "register_data_loaders": plugins.data_loaders,
         "register_metrics": plugins.metrics,

@@ -146,7 +146,7 @@ def _backend_words(request: RunRequest, plugins: PluginSet) -> list[tuple[str, s
     flag = request.precision_flag
     if flag:
         targets = [i for i, (name, transform, _) in enumerate(words)
-                   if not transform and name in plugins.backends and flag in plugins.backends.get(name).precision_flags]
+                   if not transform and name in plugins.backends and flag in plugins.backends[name].precision_flags]
         if not targets:
             takers = [spec.name for spec in plugins.backends if flag in spec.precision_flags]
             raise UsageError(f"--{flag} applies to backends that take precision flags ({', '.join(takers) or 'none'} "

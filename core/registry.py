@@ -154,6 +154,9 @@ class _Registry(Generic[T]):
     def get(self, name: str) -> T | None:
         return self._items.get(name)
 
+    def __getitem__(self, name: str) -> T:
+        return self._items[name]
+
     def names(self) -> list[str]:
         return sorted(self._items)
 

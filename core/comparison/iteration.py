@@ -82,8 +82,7 @@ class IterationComparer:
         for tensor in wanted:
             if tensor in state.compared or tensor in plan.excluded:
                 continue
-            holders = {name: state.holder(name, tensor) for name in order}
-            holders = {name: holder for name, holder in holders.items() if holder is not None}
+            holders = {name: holder for name in order if (holder := state.holder(name, tensor)) is not None}
             if not holders:
                 continue
             state.compared.add(tensor)
@@ -96,7 +95,7 @@ class IterationComparer:
                 arrays = {name: plan.postprocess.apply(tensor, array) if not isinstance(array, NotComparable)
                           else array for name, array in arrays.items()}
             stop = compare_tensor(state.pairs, tensor, arrays, plan.comparison, required,
-                                  {name: spec.value_type for name, spec in self.structured.items()})
+                                  {name: spec.value_type for name, spec in self.structured.items() if spec.value_type})
             del arrays
             for name, source in holders.items():
                 source.release(names[name][tensor])

@@ -7,10 +7,10 @@ dicts. Running the script is the point (as in Polygraphy); nothing is ever unpic
 from __future__ import annotations
 
 import importlib.machinery
-import importlib.util
 import itertools
 import os
 import sys
+import types
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -51,9 +51,8 @@ class ScriptDataLoader:
         check_regular(self.path, "--data-loader-script")
         name = f"cmpx_data_script_{abs(hash(self.path))}"
         loader = importlib.machinery.SourceFileLoader(name, self.path)  # Python source, whatever the file's suffix
-        spec = importlib.machinery.ModuleSpec(name, loader, origin=self.path)
-        spec.has_location = True  # the module's __file__ is the script
-        module = importlib.util.module_from_spec(spec)
+        module = types.ModuleType(name)
+        module.__file__ = self.path
         sys.path.insert(0, os.path.dirname(os.path.abspath(self.path)))
         try:
             loader.exec_module(module)

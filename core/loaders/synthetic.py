@@ -41,7 +41,9 @@ class SyntheticDataLoader:
             rng = np.random.RandomState(seed)
             feed = {}
             for position, (spec, dtype, value_range, given) in enumerate(plans):
-                shape = tuple(spec.shape)
+                shape = spec.sizes
+                if shape is None:
+                    raise ValueError(f"synthetic data needs concrete shapes, not {spec.name} {spec.shape_text()}")
                 if dtype.kind in "iu" and not given:
                     rng.randint(0, 2, size=shape, dtype=dtype)  # what Polygraphy's default {0, 1} draw consumes
                     feed[spec.name] = sample(np.random.RandomState([seed, SIDE_STREAM, position]), dtype, shape,
