@@ -75,6 +75,8 @@ def build_plan(checked: Preflight, warn: Callable[[str], None], scratch: str | N
     if model is not None and request.external_data_dir:
         from cmpx.model.external import external_data_view
 
+        if scratch is None:
+            raise UsageError("--external-data-dir needs the run's scratch space (run it through cmpx run or cmpx.run())")
         model_file = external_data_view(model.path, request.external_data_dir, scratch, warn)
     elif model is not None and backends:
         _check_external_files(model)
@@ -103,7 +105,7 @@ def build_plan(checked: Preflight, warn: Callable[[str], None], scratch: str | N
             fresh = loader.factory(replace(options, iterations=count)).feeds(inputs)
             return fitted(itertools.islice(fresh, count), inputs, loader.name, warn, input_map)
 
-        backends, dropped = _transformed(checked, model_file, backends, calibration, scratch, warn, mark)
+        backends, dropped = _transformed(checked, model_file or model.path, backends, calibration, scratch, warn, mark)
     elif saved:
         iterations = min(len(b.source) for b in saved)
         if request.iterations:

@@ -67,7 +67,7 @@ def preflight(request: RunRequest, plugins: PluginSet, settings: PluginSettings)
                             for name, transform, python in words])
     pythons = {python: resolve_python(python) for _, _, python in words if python}
     backends = [BackendPlan(name, spec, _backend_options(spec, request.backend_options), transform,
-                            python=pythons.get(python), python_given=python)
+                            python=pythons[python] if python else None, python_given=python)
                 for name, spec, (_, transform, python) in zip(names, specs, words)]
     model_format = _check_model_format(request, plugins, backends)
     return Preflight(request, plugins, settings, backends, _timeouts(request, backends), comparison,

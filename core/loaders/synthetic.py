@@ -104,11 +104,11 @@ def int_limits(dtype: np.dtype) -> tuple[int, int]:
     """The smallest and largest value of an integer dtype (numpy's, or ml_dtypes' int4, int2...)."""
     if dtype.kind in "iu":
         info = np.iinfo(dtype)
-    else:
-        import ml_dtypes
+        return int(info.min), int(info.max)
+    import ml_dtypes
 
-        info = ml_dtypes.iinfo(dtype)
-    return int(info.min), int(info.max)
+    narrow = ml_dtypes.iinfo(dtype)
+    return int(narrow.min), int(narrow.max)
 
 
 def _uniform_floats(rng: np.random.RandomState, dtype: np.dtype, shape: tuple[int, ...], scale: float,

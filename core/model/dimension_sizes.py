@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -117,9 +117,10 @@ def evaluate(dimension: str, sizes: Mapping[str, int]) -> int | None:
     return value if value >= 0 else None
 
 
-_FUNCTIONS: dict[str, Callable[..., int | float]] = {"min": min, "max": max, "Min": min, "Max": max, "floor": math.floor, "ceiling": math.ceil,
-              "ceil": math.ceil, "FloorToInt": math.floor, "CeilToInt": math.ceil,  # torch's sympy spellings:
-              "IntTrueDiv": lambda a, b: a / b, "FloorDiv": lambda a, b: a // b, "Mod": lambda a, b: a % b}
+_FUNCTIONS: dict[str, Callable[..., int | float]] = {
+    "min": min, "max": max, "Min": min, "Max": max, "floor": math.floor, "ceiling": math.ceil, "ceil": math.ceil,
+    "FloorToInt": math.floor, "CeilToInt": math.ceil,  # torch's sympy spellings:
+    "IntTrueDiv": lambda a, b: a / b, "FloorDiv": lambda a, b: a // b, "Mod": lambda a, b: a % b}
 _OPERATORS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
               ast.FloorDiv: lambda a, b: a // b, ast.Div: lambda a, b: a / b, ast.Mod: lambda a, b: a % b}
 MAX_EXPRESSION = 200  # characters: a dimension's name, not a program

@@ -116,11 +116,12 @@ def plan_slicing(model: ModelInfo, inputs: Sequence[TensorSpec], backends: Seque
         if path not in made:
             made[path] = _sliced(index if path == source else typed_index(path, inputs), path, targets, mark,
                                  os.path.join(scratch, "slices", str(len(made))))
-        if isinstance(made[path], str):
+        sliced = made[path]
+        if isinstance(sliced, str):
             whole.append(backend.name)
-            warn(f"{backend.name} runs the whole model: its model cannot be cut ({made[path]})")
+            warn(f"{backend.name} runs the whole model: its model cannot be cut ({sliced})")
         else:
-            models[backend.name] = made[path]
+            models[backend.name] = sliced
     if not models:
         return None
     half = [name for name, plan in zip([b.name for b in backends], backends) if name in models

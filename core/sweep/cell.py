@@ -24,6 +24,7 @@ from cmpx.errors import ExitCode
 def run_cell(task: dict[str, Any]) -> dict[str, Any]:
     """Run ``task`` (cmpx.sweep.matrix.Cell.task) here; never raises but for a second interrupt."""
     from cmpx.errors import CmpxError, ExitCode
+    from cmpx.report import Report
     from cmpx.report_data import RunInterrupted
 
     started = time.monotonic()
@@ -43,7 +44,7 @@ def run_cell(task: dict[str, Any]) -> dict[str, Any]:
         outcome.update(exit_code=int(report.exit_code), report=report.to_dict())
     except RunInterrupted as exc:
         outcome.update(exit_code=int(ExitCode.INTERRUPTED), failure="interrupted",
-                       report=exc.report.to_dict() if exc.report is not None else None)
+                       report=exc.report.to_dict() if isinstance(exc.report, Report) else None)
     except KeyboardInterrupt:
         outcome.update(exit_code=int(ExitCode.INTERRUPTED), failure="interrupted")
     except CmpxError as exc:

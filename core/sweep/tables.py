@@ -61,7 +61,7 @@ def markdown(document: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def junit(document: dict[str, Any]) -> ET.ElementTree:
+def junit(document: dict[str, Any]) -> ET.Element:
     suite = ET.Element("testsuite", name="cmpx sweep", tests=str(len(document["cells"])))
     failures = errors = skipped = 0
     for entry in document["cells"]:
@@ -84,13 +84,12 @@ def junit(document: dict[str, Any]) -> ET.ElementTree:
     suite.set("time", f"{document['seconds']:.3f}")
     root = ET.Element("testsuites")
     root.append(xml_safe(suite))  # names from sweep files and models: what XML 1.0 cannot hold is escaped
-    tree = ET.ElementTree(root)
-    ET.indent(tree)
-    return tree
+    ET.indent(root)
+    return root
 
 
 def write_tables(out: str, document: dict[str, Any]) -> None:
     """summary.md and junit.xml, each replaced whole."""
     write_whole("--out", os.path.join(out, "summary.md"), markdown(document))
-    text = ET.tostring(junit(document).getroot(), encoding="unicode", xml_declaration=True)
+    text = ET.tostring(junit(document), encoding="unicode", xml_declaration=True)
     write_whole("--out", os.path.join(out, "junit.xml"), text + "\n")
