@@ -76,7 +76,8 @@ def build_plan(checked: Preflight, warn: Callable[[str], None], scratch: str | N
         from cmpx.model.external import external_data_view
 
         if scratch is None:
-            raise UsageError("--external-data-dir needs the run's scratch space (run it through cmpx run or cmpx.run())")
+            raise UsageError("--external-data-dir needs the run's scratch space (run it through cmpx run or "
+                             "cmpx.run())")
         model_file = external_data_view(model.path, request.external_data_dir, scratch, warn)
     elif model is not None and backends:
         _check_external_files(model)

@@ -260,8 +260,8 @@ class MetricRegistry(_Registry[MetricSpec]):
         if not callable(getattr(metric, "compare", None)):
             raise PluginError(f"metric {metric!r} has no compare() method")
         description = description or getattr(metric, "description", "") or (metric.__doc__ or "").strip()
-        self._add(MetricSpec(self._checked_name(getattr(metric, "name", None)), metric, description.split("\n")[0], self._stamp(),
-                             default))
+        self._add(MetricSpec(self._checked_name(getattr(metric, "name", None)), metric, description.split("\n")[0],
+                             self._stamp(), default))
 
     def defaults(self) -> list[MetricSpec]:
         return [spec for spec in self if spec.default]

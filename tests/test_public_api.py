@@ -45,6 +45,18 @@ def test_every_exported_name_resolves_and_is_listed_once():
     assert missing == []
 
 
+def test_every_lazy_name_is_exported_and_imported_for_type_checkers():
+    """A name resolved on first use is in ``__all__`` and imported under TYPE_CHECKING too, from the module it
+    is resolved from, so that mypy and editors see its real type (not ``Any`` from ``__getattr__``)."""
+    assert set(cmpx.__all__) == set(cmpx._LAZY) | {"Backend", "__version__"}
+    tree = ast.parse((REPO / "core" / "__init__.py").read_text())
+    checking = next(node for node in tree.body
+                    if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING")
+    imported = {alias.name: node.module for node in checking.body if isinstance(node, ast.ImportFrom)
+                for alias in node.names}
+    assert imported == cmpx._LAZY
+
+
 def test_the_plugin_api_has_what_the_plugin_guide_names():
     for name in ("hookimpl", "Backend", "BackendOption", "TensorSpec", "MetricResult", "ComparisonContext",
                  "DataOptions", "TransformOptions", "exposed_model", "load_for_transform", "save_model",

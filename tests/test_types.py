@@ -1,6 +1,7 @@
 """Types are checked, not just written (issue #27, item 6): mypy, configured in pyproject.toml ([tool.mypy]), finds
-nothing in cmpx and its built-in plugins. typecheck/ links each package's import name to its folder, as the
-package-dir mapping does for an installed cmpx, so that mypy reads ``cmpx.x`` imports as the modules they are."""
+nothing in cmpx, its built-in plugins and the example OpenVINO plugin (which uses only cmpx's public names).
+typecheck/ links each package's import name to its folder, as the package-dir mapping does for an installed cmpx,
+so that mypy reads ``cmpx.x`` imports as the modules they are."""
 
 import os
 import re

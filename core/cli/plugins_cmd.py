@@ -9,7 +9,8 @@ from cmpx.registry import BackendRegistry, DataLoaderRegistry, MetricRegistry, T
 
 
 def show_plugins(plugins: PluginSet) -> None:
-    sections: list[tuple[str, BackendRegistry | DataLoaderRegistry | MetricRegistry | TransformRegistry]] = [("Backends", plugins.backends), ("Data loaders", plugins.data_loaders),
+    Registry = BackendRegistry | DataLoaderRegistry | MetricRegistry | TransformRegistry
+    sections: list[tuple[str, Registry]] = [("Backends", plugins.backends), ("Data loaders", plugins.data_loaders),
                 ("Metrics", plugins.metrics), ("Model transforms", plugins.transforms)]
     for title, registry in sections:
         click.echo(f"{title}:")

@@ -20,9 +20,10 @@ def unfulfilled(request: RunRequest, plan: RunPlan, result: RunResult) -> list[s
     compared = result.compared_outputs
     found = []
     comparison = plan.comparison
-    per_output: dict[str, PerOutput[Any]] = {"--atol": comparison.atol, "--rtol": comparison.rtol, "--check-error-stat": comparison.check_stat,
-                  "--error-quantile": comparison.quantile,
-                  **{f"--{name}-threshold": values for name, values in comparison.thresholds.items()}}
+    per_output: dict[str, PerOutput[Any]] = {
+        "--atol": comparison.atol, "--rtol": comparison.rtol, "--check-error-stat": comparison.check_stat,
+        "--error-quantile": comparison.quantile,
+        **{f"--{name}-threshold": values for name, values in comparison.thresholds.items()}}
     for option, values in per_output.items():
         for name in values.overrides:
             if name not in compared:

@@ -29,8 +29,9 @@ def junit_tree(report: ReportData) -> ET.ElementTree:
         failed = [(i, lines) for i, ok, lines in runs if not ok]
         if failed:
             failures += 1
-            element = ET.SubElement(case, "failure", message=f"{output_name}: {len(failed)}/{len(runs)} iteration(s) "
-                                                              f"failed; first: {failed[0][1][0] if failed[0][1] else ''}")
+            first = failed[0][1][0] if failed[0][1] else ""
+            message = f"{output_name}: {len(failed)}/{len(runs)} iteration(s) failed; first: {first}"
+            element = ET.SubElement(case, "failure", message=message)
             element.text = "\n".join(f"iteration {i}: {line}" for i, lines in failed for line in lines)
     for name, error in result.failures.items():
         errors += 1

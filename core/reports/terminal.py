@@ -13,8 +13,9 @@ import click
 
 from cmpx.printable import printable
 
-STYLES: dict[str, dict[str, Any]] = {"PASSED": {"fg": "green"}, "FAILED": {"fg": "red", "bold": True}, "ERROR": {"fg": "red", "bold": True},
-          "INVALID": {"fg": "magenta", "bold": True}, "warning": {"fg": "yellow"}}
+STYLES: dict[str, dict[str, Any]] = {
+    "PASSED": {"fg": "green"}, "FAILED": {"fg": "red", "bold": True}, "ERROR": {"fg": "red", "bold": True},
+    "INVALID": {"fg": "magenta", "bold": True}, "warning": {"fg": "yellow"}}
 
 
 def colour_wanted(stream: TextIO) -> bool:

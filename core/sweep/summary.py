@@ -14,9 +14,10 @@ from cmpx._version import __version__
 from cmpx.errors import ExitCode
 from cmpx.outputs import write_whole
 
-VERDICTS: dict[int | None, str] = {ExitCode.PASSED: "passed", ExitCode.MISMATCH: "mismatch", ExitCode.USAGE: "usage error",
-            ExitCode.BACKEND_FAILED: "backend failed", ExitCode.INTERNAL: "internal error",
-            ExitCode.INTERRUPTED: "interrupted", None: "not run"}
+VERDICTS: dict[int | None, str] = {
+    ExitCode.PASSED: "passed", ExitCode.MISMATCH: "mismatch", ExitCode.USAGE: "usage error",
+    ExitCode.BACKEND_FAILED: "backend failed", ExitCode.INTERNAL: "internal error",
+    ExitCode.INTERRUPTED: "interrupted", None: "not run"}
 NOT_RUN = "not run"
 
 
