@@ -49,6 +49,8 @@ class Summary:
         if self.count == 0:
             return 0.0
         if name == "quantile":
+            if q is None:
+                raise ValueError("the quantile statistic needs its quantile q")
             return self.quantiles[q]
         return {"max": self.max, "mean": self.mean, "median": self.median}[name]
 
@@ -56,8 +58,8 @@ class Summary:
 @dataclass(frozen=True)
 class WorstElement:
     index: tuple[int, ...]
-    actual: float
-    reference: float
+    actual: float | complex
+    reference: float | complex
     absdiff: float
     reldiff: float
 
@@ -199,7 +201,7 @@ def _pass2(actual: np.ndarray, reference: np.ndarray, stats: ErrorStats, abs_acc
             acc.summary.quantiles = {q: 0.0 for q in wanted}
         return []
     atol, rtol = tolerances
-    selectors = []
+    selectors: list[RankSelector | None] = []
     for acc in (abs_acc, rel_acc):
         s = acc.summary
         if s.nan_count or s.min == s.max:  # NaN poisons quantiles (as in numpy); constant arrays need no search
@@ -243,7 +245,7 @@ def _worst_element(actual: np.ndarray, reference: np.ndarray, plan: DiffPlan, fl
     return WorstElement(index, _scalar(a[0]), _scalar(b[0]), float(absdiff[0]), float(reldiff[0]))
 
 
-def _scalar(value) -> float:
+def _scalar(value: Any) -> float | complex:
     value = np.asarray(value)
     if value.dtype.kind == "c":
         return complex(value)

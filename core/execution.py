@@ -96,6 +96,8 @@ def _iterate(run: _Run, feeds: Iterator[Mapping[str, Any]] | None) -> None:
     the loader to make feed i+1."""
     plan = run.plan
     prefetch = Prefetcher(feeds if feeds is not None else itertools.repeat({}), plan.iterations)
+    comparer = run.comparer
+    assert comparer is not None, "the comparer is made before the first iteration"
     try:
         if plan.slicing is not None:
             _iterate_sliced(run, prefetch)
@@ -107,7 +109,7 @@ def _iterate(run: _Run, feeds: Iterator[Mapping[str, Any]] | None) -> None:
             if prefetch.ready() and _overlap_fits(sources):
                 following = _next_dispatch(run, prefetch, inflight.iteration + 1)
             try:
-                run.comparer.compare(inflight.iteration, inflight.digest, sources)
+                comparer.compare(inflight.iteration, inflight.digest, sources)
             finally:
                 for source in sources.values():
                     source.release_all()
@@ -183,7 +185,8 @@ def _load(run: _Run) -> None:
     models: dict[str, tuple[str, Sequence[str]]] = {}
     for backend in plan.backends:
         mark: Sequence[str] = plan.mark if backend.spec.supports_marking else ()
-        model = backend.model_path or plan.model_file or plan.model.path
+        model = backend.model_path or plan.model_file or (plan.model.path if plan.model else None)
+        assert model is not None, "a run with live backends has a model"
         if plan.slicing is not None and backend.name in plan.slicing.models:  # sliced: its first slice
             model, mark = plan.slicing.models[backend.name].files[0], ()
         models[backend.name] = (model, mark)

@@ -7,9 +7,9 @@ import fnmatch
 import itertools
 import os
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cmpx.argtypes import ValueRange, check_names
 from cmpx.comparison.oracle import oracle_of
@@ -19,12 +19,14 @@ from cmpx.errors import BackendFailed, CmpxError, ModelError, RemoteTraceback, U
 from cmpx.loaders.options import DataOptions
 from cmpx.loaders.preparing import Feeds, check_input_sizes, fed_shapes, fitted, input_map_of, peeked, \
     warn_widened
-from cmpx.model.info import ModelInfo, read_model
+from cmpx.model.info import ModelInfo, TensorSpec, read_model
 from cmpx.model.shapes import resolve_input_shapes
 from cmpx.plan import BackendPlan, RunPlan, SavedBackend
 from cmpx.preflight import Preflight
 from cmpx.request import RunRequest
 
+if TYPE_CHECKING:
+    from cmpx.model.value_ranges import InputRange
 
 
 def build_plan(checked: Preflight, warn: Callable[[str], None], scratch: str | None = None,
@@ -67,11 +69,19 @@ def build_plan(checked: Preflight, warn: Callable[[str], None], scratch: str | N
                                  f"{spec.name} is of type {spec.value_type}; save to a directory (cmpx's format keeps "
                                  f"its structure), or leave it out with --onnx-exclude-outputs {spec.name}")
 
-    feeds, inputs, iterations, dropped, ranges, first = None, (), None, [], [], {}
+    feeds: Feeds | None = None
+    inputs: Sequence[TensorSpec] = ()
+    iterations: int | None = None
+    dropped: list[tuple[BackendPlan, BackendFailed]] = []
+    ranges: list[InputRange] = []
+    first: Mapping[str, Any] = {}
     model_file = model.path if model is not None else None  # the file the backends and transforms load
     if model is not None and request.external_data_dir:
         from cmpx.model.external import external_data_view
 
+        if scratch is None:
+            raise UsageError("--external-data-dir needs the run's scratch space (run it through cmpx run or "
+                             "cmpx.run())")
         model_file = external_data_view(model.path, request.external_data_dir, scratch, warn)
     elif model is not None and backends:
         _check_external_files(model)
@@ -100,7 +110,7 @@ def build_plan(checked: Preflight, warn: Callable[[str], None], scratch: str | N
             fresh = loader.factory(replace(options, iterations=count)).feeds(inputs)
             return fitted(itertools.islice(fresh, count), inputs, loader.name, warn, input_map)
 
-        backends, dropped = _transformed(checked, model_file, backends, calibration, scratch, warn, mark)
+        backends, dropped = _transformed(checked, model_file or model.path, backends, calibration, scratch, warn, mark)
     elif saved:
         iterations = min(len(b.source) for b in saved)
         if request.iterations:
@@ -268,7 +278,7 @@ def _transformed(checked: Preflight, model_file: str, backends: Sequence[Backend
     for name in wanted:
         path = os.path.join(directory, f"{stem}.{name}.onnx")
         try:
-            transform = checked.plugins.transforms.get(name).factory(options)
+            transform = checked.plugins.transforms[name].factory(options)
             transform.apply(model_file, path, calibration)
         except CmpxError:
             raise  # a problem with what the user gave (a calibration cache, a disk): exit 2, before anything runs
@@ -277,7 +287,7 @@ def _transformed(checked: Preflight, model_file: str, backends: Sequence[Backend
             continue
         if getattr(transform, "calibrated_from_cache", False):
             warn(f"{name}: calibrated ranges read from {request.calibration_cache} (delete it to recalibrate)")
-        absent = frozenset()
+        absent: frozenset[str] = frozenset()
         if mark:
             import onnx
 

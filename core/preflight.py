@@ -69,7 +69,7 @@ def preflight(request: RunRequest, plugins: PluginSet, settings: PluginSettings)
                             for name, transform, python in words])
     pythons = {python: resolve_python(python) for _, _, python in words if python}
     backends = [BackendPlan(name, spec, _backend_options(spec, request.backend_options), transform,
-                            python=pythons.get(python), python_given=python)
+                            python=pythons[python] if python else None, python_given=python)
                 for name, spec, (_, transform, python) in zip(names, specs, words)]
     model_format = _check_model_format(request, plugins, backends)
     return Preflight(request, plugins, settings, backends, _timeouts(request, backends), comparison,
@@ -159,7 +159,7 @@ def _backend_words(request: RunRequest, plugins: PluginSet) -> list[tuple[str, s
     flag = request.precision_flag
     if flag:
         targets = [i for i, (name, transform, _) in enumerate(words)
-                   if not transform and name in plugins.backends and flag in plugins.backends.get(name).precision_flags]
+                   if not transform and name in plugins.backends and flag in plugins.backends[name].precision_flags]
         if not targets:
             takers = [spec.name for spec in plugins.backends if flag in spec.precision_flags]
             raise UsageError(f"--{flag} applies to backends that take precision flags ({', '.join(takers) or 'none'} "

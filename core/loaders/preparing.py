@@ -53,10 +53,10 @@ def check_input_sizes(inputs: Sequence[TensorSpec]) -> None:
 
     sizes = {}
     for spec in inputs:
-        if spec.shape is None or not all(isinstance(d, int) for d in spec.shape):
+        if spec.sizes is None:
             continue
         try:
-            sizes[spec.name] = math.prod(spec.shape) * numpy_dtype(spec.dtype).itemsize
+            sizes[spec.name] = math.prod(spec.sizes) * numpy_dtype(spec.dtype).itemsize
         except TypeError:  # a dtype numpy cannot size: the loader says so
             continue
     available = available_memory()
@@ -64,7 +64,7 @@ def check_input_sizes(inputs: Sequence[TensorSpec]) -> None:
         return
     name = max(sizes, key=lambda n: sizes[n])
     spec = next(s for s in inputs if s.name == name)
-    raise LimitReached(f"input {name} {list(spec.shape)} {spec.dtype} needs {size_text(sizes[name])}"
+    raise LimitReached(f"input {name} {list(spec.sizes or ())} {spec.dtype} needs {size_text(sizes[name])}"
                        + (f" (all inputs {size_text(sum(sizes.values()))})" if len(sizes) > 1 else "")
                        + f", more than the {size_text(available)} of memory available (cgroup limits included); "
                        "give smaller --input-shapes")

@@ -32,6 +32,8 @@ class ReferenceKeeper:
         self.saved = {s.name: s for s in plan.saved_backends}
         self.kept = {r for _, r in self.pairs if r in live}
         self.verdicts: dict[tuple[str, str], dict[str, bool]] = {}
+        if plan.local_error_dir is None:
+            raise ValueError("a ValueKeeper needs the plan's local_error_dir (--local-error)")
         self.directory = plan.local_error_dir
         self.failed: str | None = None  # why the values could not be kept (a full disk)
         self.done = False  # iteration 0 was compared and its values are kept

@@ -62,7 +62,10 @@ class _PairMeasurer:
         self.backends = backends
         self.worker = backends.workers[backend.name]
         self.reporter = reporter
+        if plan.model is None or plan.local_error_dir is None:
+            raise ValueError("measuring local error needs the plan's model and local_error_dir")
         self.model_path = backend.model_path or plan.model_file or plan.model.path
+        self.directory = plan.local_error_dir
         self.settings = replace(plan.comparison, samples=0, fail_fast=False)
         self.names = {t.name: (t.node, t.op_type) for t in plan.graph.tensors} if plan.graph is not None else {}
         self.crashed: str | None = None
@@ -84,7 +87,7 @@ class _PairMeasurer:
             if tensor in names and tensor in index.producer:
                 targets.setdefault(index.producer[tensor], []).append(tensor)
         errors = []
-        directory = os.path.join(self.plan.local_error_dir, f"subgraphs-{self.backend.name.replace('/', '_')}")
+        directory = os.path.join(self.directory, f"subgraphs-{self.backend.name.replace('/', '_')}")
         os.makedirs(directory, exist_ok=True)
         started = time.monotonic()
         for number, (position, tensors) in enumerate(sorted(targets.items()), start=1):

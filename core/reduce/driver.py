@@ -229,6 +229,8 @@ def _values(request: RunRequest, checked: Preflight, whole: Observation, scratch
     echo(f"reference values: {len(values.names())} tensors (inputs included) of {values.iterations} iteration(s) "
          f"from {backend} ({seen.seconds:.1f} s)")
     model = request.model
+    if model is None:
+        raise UsageError("cmpx reduce needs the model to reduce")  # its command line always names one
     if request.external_data_dir:  # candidates take their weights from beside the model they are cut from
         from cmpx.model.external import external_data_view
 

@@ -151,6 +151,8 @@ class FigureCollector(SilentReporter):
         from cmpx.reports.plots import output_figure, png_bytes
 
         data = _tolerance_data(output)
+        if data is None:
+            raise ValueError(f"{output.output}: no tolerance check's data to plot")  # its callers checked
         verdict = "PASSED" if output.passed else "FAILED"
         criterion = next((m.criterion for m in output.metrics if m.data is data), "")
         caption = (f"{output.output}: {backend} vs {reference}, iteration {iteration}: {verdict}"
@@ -162,7 +164,7 @@ class FigureCollector(SilentReporter):
     def _write(self, picture: Picture) -> None:
         """Write one plot; the first one that cannot be written (a full or read-only disk) stops the writing, and
         ``finish`` raises it: the run and its other reports go on."""
-        if self.error is not None:
+        if self.error is not None or self.directory is None:
             return
         path = os.path.join(self.directory, picture.file_name)
         try:

@@ -82,9 +82,11 @@ def table(headers: Iterable[str], rows: Iterable[Iterable[Any] | Row], *, sortab
     for row in rows:
         style = row_class
         if isinstance(row, Row):
-            row, style = row.cells, " ".join(filter(None, (row_class, row.class_)))
+            row_cells, style = row.cells, " ".join(filter(None, (row_class, row.class_)))
+        else:
+            row_cells = row
         cells = []
-        for cell in row:
+        for cell in row_cells:
             if not isinstance(cell, Cell):
                 cell = Cell(cell, class_="num" if isinstance(cell, (int, float)) and not isinstance(cell, bool)
                             else None)

@@ -165,7 +165,7 @@ def outputs_table(result: Mapping[str, Any], model_outputs: set[str], order: Map
             notes.append(output["note"])
         name = output["name"] + (" (model output)" if output["name"] in model_outputs else "")
         verdict = verdict_cell(output["passed"])
-        if tolerance is None:
+        if tolerance is None or data is None:
             cells = ["–", num(None), num(None), num(None), num(output.get("elements")), "–"]
         else:
             verdict = Cell(verdict.content, verdict.sort, verdict.class_, title=tolerance.get("summary"))

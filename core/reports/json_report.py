@@ -127,9 +127,12 @@ class JsonReportWriter(SilentReporter):
             target.commit()
 
     def _write(self, text: str) -> None:
+        target = self._target
+        if target is None:  # a write failed already: its error is kept for finish
+            return
         try:
-            with self._target.failing():
-                self._target.file.write(text)
+            with target.failing():
+                target.file.write(text)
         except OutputFailed as exc:
             self._error, self._target = exc, None
 

@@ -7,14 +7,15 @@ import os
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import TextIO
+from typing import Any, TextIO
 
 import click
 
 from cmpx.printable import printable
 
-STYLES = {"PASSED": {"fg": "green"}, "FAILED": {"fg": "red", "bold": True}, "ERROR": {"fg": "red", "bold": True},
-          "INVALID": {"fg": "magenta", "bold": True}, "warning": {"fg": "yellow"}}
+STYLES: dict[str, dict[str, Any]] = {
+    "PASSED": {"fg": "green"}, "FAILED": {"fg": "red", "bold": True}, "ERROR": {"fg": "red", "bold": True},
+    "INVALID": {"fg": "magenta", "bold": True}, "warning": {"fg": "yellow"}}
 
 
 def colour_wanted(stream: TextIO) -> bool:

@@ -16,7 +16,7 @@ from cmpx.oracle import ORACLE_TRANSFORM
 from cmpx.printable import printable, printable_lines
 from cmpx.reports import oracle_text
 from cmpx.reports.terminal import Progress, paint
-from cmpx.results import NonFinite, OutputResult, PairResult, PairTally
+from cmpx.results import LocalError, NonFinite, OutputResult, PairResult, PairTally
 from cmpx.run_options import BY_NAME
 from cmpx.runtimes import labels, linked_note
 
@@ -150,8 +150,8 @@ class TextReporter:
             details = not intermediate and (self.verbosity >= VERBOSE or not output.passed)
             for line in format_output(output, details=details):
                 self.say("  " + line, "PASSED" if line.startswith("PASSED") else "FAILED")
-        for output, why in pair.not_comparable:
-            self.say(f"  NOT COMPARED  {output}: {why}")
+        for name, why in pair.not_comparable:
+            self.say(f"  NOT COMPARED  {name}: {why}")
         for line in oracle_text.pair_lines(pair, self.model_outputs):
             self.say("  " + line)
         if pair.note:
@@ -230,7 +230,7 @@ class TextReporter:
         result = report.result
         for tally in result.tallies.values():
             if tally.local_errors is not None:
-                self._local_errors(tally)
+                self._local_errors(tally, tally.local_errors)
         self.say("Summary (interrupted: what finished)" if report.interrupted else "Summary")
         for tally in result.tallies.values():
             self.say(f"  {self.name(tally.backend)} vs {self.name(tally.reference)}: {_pair_line(tally)}")
@@ -308,9 +308,8 @@ class TextReporter:
                     said.append(f"{self.name(name)} passes, but {note}")
         return said
 
-    def _local_errors(self, tally: PairTally) -> None:
+    def _local_errors(self, tally: PairTally, errors: list[LocalError]) -> None:
         """--local-error: the nodes with the largest errors of their own, and how many fail or inherit."""
-        errors = tally.local_errors
         failing = [e for e in errors if e.passed is False]
         inheriting = [e for e in errors if e.inheriting]
         unmeasured = [e for e in errors if e.passed is None]

@@ -17,7 +17,7 @@ BackendFailed (name, phase, how it died), and the others are still waited for.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from cmpx.errors import BackendFailed
 from cmpx.transport import runspace, shm, supervisor
@@ -83,7 +83,7 @@ class LiveBackends:
     def write_inputs(self, arrays: Mapping[str, np.ndarray], key: str) -> list[TensorDescriptor]:
         """Write ``arrays`` into the run's input segment ``key`` (rewritten in place from one use to the next);
         their descriptors, to feed an inference."""
-        return cast("list[TensorDescriptor]", self._inputs.write(f"{self.prefix}in{key}", arrays))
+        return self._inputs.write(f"{self.prefix}in{key}", arrays)
 
     def infer(self, feeds: Mapping[str, Sequence[TensorDescriptor]], key: str, warm_up: int = 0,
               out_bytes: Mapping[str, int] | None = None) -> dict[str, int]:
