@@ -42,6 +42,7 @@ class RunRequest:
     rtol: Words = ()
     check_error_stat: Words = ()
     error_quantile: Words = ()
+    tolerances: str | None = None
     compare: Words = ()
     output_map: Words = ()
     postprocess: Words = ()
