@@ -12,7 +12,7 @@ import numpy as np
 from cmpx._version import __version__
 from cmpx.dtypes import is_floating
 from cmpx.errors import UsageError
-from cmpx.noise_floor import FLOOR_FRACTION, Measured, NotFinite, epsilon_floor, measure, pairs_of, tolerances
+from cmpx.noise_floor import Measured, NotFinite, epsilon_floor, measure, pairs_of, tolerances
 from cmpx.saved.opening import open_saved
 from cmpx.tolerance_file import OutputTolerance
 
@@ -22,8 +22,9 @@ if TYPE_CHECKING:
 
 def _method(check: str, floor: str) -> list[str]:
     if check == "elemwise":
-        steps = (f"per output, e = |A - B|, m = |B| over every element of every iteration; f = {FLOOR_FRACTION:g} x "
-                 "rms(m); rtol0 = max e/m where m >= f; atol0 = max e where e > rtol0 x m")
+        steps = ("per output, e = |A - B|, m = |B| over every element of every iteration; for each rtol0 of a grid "
+                 "(0, and 8 a decade from 2^-23 to 1), atol0 = max e where e > rtol0 x m; the pair with the least "
+                 "sum of max(atol0, rtol0 x m) is taken")
     else:
         steps = (f"per output, atol0 and rtol0 = the largest per-iteration {check} of e = |A - B| and of e/|B| "
                  "(|B| = 0 counted as 2.22e-16)")
@@ -44,7 +45,7 @@ def measure_outputs(report: Report, saved_path: str, check: str, quantile: float
     exact = sources[names[2]] if oracle else None
     outputs = [*(spec.name for spec in plan.model.outputs), *plan.mark] if plan.model else list(a.load(0))
     floor_words = (f"B's own error against the fp64 oracle {names[2]}, measured the same way" if oracle else
-                   "one float32 ulp (rtol 2^-23 = 1.19e-07, atol 2^-23 x f), without the fp64 oracle")
+                   "one float32 ulp (rtol 2^-23 = 1.19e-07, atol 2^-23 x rms(m)), without the fp64 oracle")
     seeds = (f"seeds {request.seed}..{request.seed + len(a) - 1} (iteration i: seed + i)"
              if request is not None and not request.load_inputs else "the loaded inputs")
     header = [f"Tolerances measured by 'cmpx tolerances' (cmpx {__version__}); the method: docs/tolerances.md",
@@ -66,12 +67,12 @@ def measure_outputs(report: Report, saved_path: str, check: str, quantile: float
             elif exact is not None:
                 floor = measure(_pairs(b, exact, output), check, quantile)
             else:
-                floor = epsilon_floor(measured, check)
+                floor = epsilon_floor(measured)
         except NotFinite as exc:
             raise UsageError(f"{output}: {actual} and {reference} disagree on a NaN or an infinity ({exc}); no "
                              "tolerance passes it; find where with 'cmpx run --mark-all --validate'") from None
         atol, rtol = tolerances(measured, floor, factor)
-        notes = _notes(measured, floor, factor, check, (atol, rtol), floating)
+        notes = _notes(measured, floor, factor, (atol, rtol), floating)
         entries.append(OutputTolerance(output, atol, rtol, check, quantile if check == "quantile" else None, notes))
         lines.append(f"{output}: atol {atol:g}, rtol {rtol:g} ({check}; measured atol0 {measured.atol:.3g}, rtol0 "
                      f"{measured.rtol:.3g} over {measured.iterations} iteration(s))")
@@ -87,11 +88,9 @@ def _pairs(a: Any, b: Any, output: str):
     return pairs_of(lambda i=i: (a.load(i)[output], b.load(i)[output]) for i in range(min(len(a), len(b))))
 
 
-def _notes(measured: Measured, floor: Measured, factor: float, check: str, result: tuple[float, float],
-           floating: bool) -> Sequence[str]:
-    scale = (f"rms(m) {measured.rms:.3g}, f {measured.floor_magnitude:.3g}, " if check == "elemwise" else
-             f"rms(m) {measured.rms:.3g}, ")
-    notes = [f"measured: {measured.elements} elements over {measured.iterations} iteration(s), {scale}max e "
+def _notes(measured: Measured, floor: Measured, factor: float, result: tuple[float, float], floating: bool) -> Sequence[str]:
+    notes = [f"measured: {measured.elements} elements over {measured.iterations} iteration(s), rms(m) "
+             f"{measured.rms:.3g}, max e "
              f"{measured.max_abs:.3g}; atol0 {measured.atol:.3g}, rtol0 {measured.rtol:.3g}"]
     notes.append(f"floor: atol {floor.atol:.3g}, rtol {floor.rtol:.3g}" if floating else
                  "floor: none (not a floating-point output)")
