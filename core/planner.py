@@ -12,6 +12,7 @@ from dataclasses import replace
 from typing import Any
 
 from cmpx.argtypes import ValueRange, check_names
+from cmpx.comparison.oracle import oracle_of
 from cmpx.comparison.output_map import resolve_output_map
 from cmpx.comparison.pairing import check_reference, comparison_pairs, instance_names
 from cmpx.errors import BackendFailed, CmpxError, ModelError, RemoteTraceback, UsageError, bounded
@@ -44,8 +45,9 @@ def build_plan(checked: Preflight, warn: Callable[[str], None], scratch: str | N
         raise UsageError(f"cmpx run needs a --backend to run, or at least two saved runs to compare (got "
                          f"{len(names)}); available backends: {', '.join(plugins.backends.names())}")
     check_reference(request.reference, names)
+    oracle = oracle_of(backends, saved)
     graph, mark, excluded = _marking(request, model, bool(saved) and checked.model_format is None)
-    _check_marking(request, backends, names, mark, warn)
+    _check_marking(request, backends, names, mark, warn, oracle)
     output_names = ([s.name for s in model.outputs] + list(mark)) if model else _saved_output_names(saved)
     what = ("model outputs" + (" and marked tensors" if mark else "")) if model else "saved outputs"
     for option, values in checked.per_output_options.items():
@@ -112,7 +114,7 @@ def build_plan(checked: Preflight, warn: Callable[[str], None], scratch: str | N
                 raise UsageError(f"--load-outputs {backend.path}: {backend.name} holds {len(backend.source)} "
                                  f"iteration(s) but this run makes {iterations}; use --iterations "
                                  f"{len(backend.source)}")
-    local_error_dir = _local_error_dir(request, mark, names, backends, scratch)
+    local_error_dir = _local_error_dir(request, mark, names, backends, scratch, oracle)
     slicing = None
     if model is not None and backends and mark:
         from cmpx.slicing.planning import plan_slicing
@@ -124,7 +126,7 @@ def build_plan(checked: Preflight, warn: Callable[[str], None], scratch: str | N
                    mark=mark, graph=graph, show_unmatched=request.show_unmatched, dropped=dropped,
                    output_map=output_map, postprocess=checked.postprocess, warm_up=request.warm_up,
                    model_file=model_file, local_error_dir=local_error_dir, data_ranges=ranges, excluded=excluded,
-                   slicing=slicing)
+                   slicing=slicing, oracle=oracle)
     return plan, feeds
 
 
@@ -148,7 +150,7 @@ def _check_external_files(model: ModelInfo) -> None:
 
 
 def _local_error_dir(request: RunRequest, mark: Sequence[str], names: Sequence[str],
-                     backends: Sequence[BackendPlan], scratch: str | None) -> str | None:
+                     backends: Sequence[BackendPlan], scratch: str | None, oracle: str | None) -> str | None:
     """--local-error needs marked tensors and a live backend compared against a reference; the reference's values
     of iteration 0 are kept in the run's scratch space."""
     if not request.local_error:
@@ -156,7 +158,7 @@ def _local_error_dir(request: RunRequest, mark: Sequence[str], names: Sequence[s
     if not mark:
         raise UsageError("--local-error measures each compared node: give --mark-all (or --onnx-outputs NAMES)")
     live = {b.name for b in backends}
-    if not any(backend in live for backend, _ in comparison_pairs(names, request.reference)):
+    if not any(backend in live for backend, _ in comparison_pairs(names, request.reference, oracle)):
         raise UsageError("--local-error runs nodes on a live backend compared against a reference, and this run has "
                          "none (" + (", ".join(names) or "no backend") + "); add a --backend to run")
     if scratch is None:
@@ -168,7 +170,7 @@ QUANTIZED_TRANSFORMS = ("int8", "fp8")
 
 
 def _check_marking(request: RunRequest, backends: Sequence[BackendPlan], names: Sequence[str], mark: Sequence[str],
-                   warn: Callable[[str], None]) -> None:
+                   warn: Callable[[str], None], oracle: str | None) -> None:
     """Marking changes some backends' fusion (a warning). A backend that cannot mark leaves its pairs with the
     model's outputs only: a warning naming them, and an error if every pair is affected or --strict-marking."""
     for backend in backends:
@@ -183,7 +185,7 @@ def _check_marking(request: RunRequest, backends: Sequence[BackendPlan], names: 
     unable = [b.name for b in backends if not b.spec.supports_marking]
     if not mark or not unable:
         return
-    pairs = comparison_pairs(list(names), request.reference)
+    pairs = comparison_pairs(list(names), request.reference, oracle)
     affected = [f"{b} vs {r}" for b, r in pairs if b in unable or r in unable]
     if not affected:
         return

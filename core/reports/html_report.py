@@ -3,7 +3,7 @@ JSON report can be rendered again) and the pictures cmpx.reports.figures drew.
 
 Sections: the verdict and the run (model, backends with their frameworks' versions, options, seed, cmpx version),
 the summary per pair, backend failures with the tail of their stderr, the first divergence, the per-layer error
-profile, the error plots, every pair/iteration/output with its statistics, and the warnings. Readable without
+profile, the backends against the fp64 oracle, the error plots, every pair/iteration/output with its statistics, and the warnings. Readable without
 JavaScript (which only makes the tables sortable); every name from a model or a file is escaped.
 """
 
@@ -19,6 +19,7 @@ from cmpx.report_data import VERDICTS
 from cmpx.reports.figures import Picture
 from cmpx.reports.html_page import Cell, Content, Markup, Row, badge, details, element, key_values, render_page, \
     section, table
+from cmpx.reports.html_oracle import oracle_section
 from cmpx.reports.html_results import divergence_section, fmt, layers_section, num, pair_title, plots_section, \
     results_section, verdict_cell
 from cmpx.reports.profile import divergence_label, layer_profiles
@@ -52,6 +53,7 @@ def render_report(document: Mapping[str, Any], pictures: Sequence[Picture] = (),
     add("failures", "Backend failures", failures_section(document))
     add("divergence", "First divergence", divergence_section(document, pictures))
     add("layers", "Per-layer error", layers_section(profiles, pictures))
+    add("oracle", "Oracle", oracle_section(document))
     add("plots", "Error plots", plots_section(document, pictures, figures_left_out))
     if not plots:
         body.append(element("p", "This report has no plots: they need matplotlib (pip install 'cmpx[plots]').",
