@@ -264,3 +264,19 @@ def test_a_nan_against_a_number_is_no_tolerance():
         measure(_pairs((np.array([np.nan], np.float32), np.array([1.0], np.float32))))
     same = np.array([-np.inf, 1.0], np.float32)
     assert measure(_pairs((same, same))).atol == 0.0 and math.isfinite(measure(_pairs((same, same))).rtol)
+
+
+@pytest.mark.parametrize("floor, says", [("oracle", "B's own error against the fp64 oracle onnxref:fp64"),
+                                         ("ulp", "one float32 ulp")])
+def test_backends_that_agree_exactly_get_the_floor_float32_cannot_beat(floor, says, tmp_path, run_cli):
+    """onnxrt against itself differs by nothing: the tolerances are the floor's, times the safety factor."""
+    path = tmp_path / "same.toml"
+    result = run_cli("tolerances", REAL / "cnn.onnx", "--backend", "onnxrt", "--backend", "onnxrt", "--iterations",
+                     "4", "--floor", floor, "-o", path)
+    assert result.exit_code == 0, result.output
+    text, entry = path.read_text(), read_tolerance_file(str(path))["logits"]
+    assert says in text and "atol0 0, rtol0 0" in text
+    floor_atol, floor_rtol = (float(x.split(" ")[-1]) for x in text.split("# floor: ")[1].split("\n")[0].split(", "))
+    assert entry["atol"] == round_up(4 * floor_atol) > 0 and entry["rtol"] == round_up(4 * floor_rtol)
+    if floor == "ulp":
+        assert floor_rtol == pytest.approx(EPSILON_32, rel=1e-2)

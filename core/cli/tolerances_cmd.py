@@ -76,14 +76,14 @@ def derive(words: list[str], output: str, factor: float, floor: str | None, here
         raise UsageError("--check-error-stat / --error-quantile: give one bare value for cmpx tolerances (it "
                          "measures every output the same way)")
     check_file_output("-o", output)
-    oracle = _oracle(floor, here.plugins)
+    oracle = _oracle("oracle" if request.oracle and floor is None else floor, here.plugins)
     iterations = request.iterations
     if iterations is None and not (request.load_inputs or request.data_loader_script or request.data_loader):
         iterations = DEFAULT_ITERATIONS
     with tempfile.TemporaryDirectory(prefix="cmpx-tolerances-") as scratch:
         saved = request.save_outputs or os.path.join(scratch, "outputs")
         run = replace(request, backends=(*request.backends, *([ORACLE] if oracle else [])), iterations=iterations,
-                      save_outputs=saved, check_error_stat=(), error_quantile=())
+                      oracle=False, save_outputs=saved, check_error_stat=(), error_quantile=())
         report = _run(run, here, echo)
         from cmpx.tolerances_measure import measure_outputs
 
