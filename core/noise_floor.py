@@ -21,7 +21,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-SAFETY_FACTOR = 4.0
 # the rtols tried: 0 and 8 a decade from one float32 ulp (2^-23) to 1
 RTOL_GRID = np.concatenate([[0.0], 2.0 ** -23 * 10.0 ** (np.arange(0, 8 * 7 + 1) / 8)])
 CHUNK = 1 << 14  # elements per step of the grid's (candidates x elements) arrays

@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 DEFAULT_ITERATIONS = 32
+SAFETY_FACTOR = 4.0  # each tolerance is this many times the largest error measured (docs/tolerances.md)
 ORACLE = "onnxref:fp64"  # the fp64 oracle: onnx.reference on the model in float64
 
 TOLERANCES_HELP = f"""Measure how far --backend A is from --backend B (the reference) on MODEL over many seeded
@@ -38,7 +39,7 @@ Example:
 @click.command("tolerances", help=TOLERANCES_HELP, short_help="Measure tolerances from the noise floor of two backends.",
                context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
 @click.option("-o", "--output", required=True, metavar="FILE.toml", help="where to write the tolerance file")
-@click.option("--safety-factor", type=float, default=4.0, show_default=True, metavar="S",
+@click.option("--safety-factor", type=float, default=SAFETY_FACTOR, show_default=True, metavar="S",
               help="each tolerance is S times the largest error measured (1 or more)")
 @click.option("--floor", type=click.Choice(["oracle", "ulp"]),
               help=f"the least tolerance: B's error against the fp64 oracle ({ORACLE}), or one float32 ulp "
@@ -91,7 +92,7 @@ def derive(words: list[str], output: str, factor: float, floor: str | None, here
     from cmpx.tolerance_file import tolerance_file_text
 
     header = [*header, f"command: cmpx tolerances {shlex.join(words)} -o {shlex.quote(output)}"
-              + (f" --safety-factor {factor:g}" if factor != 4.0 else "") + (f" --floor {floor}" if floor else "")]
+              + (f" --safety-factor {factor:g}" if factor != SAFETY_FACTOR else "") + (f" --floor {floor}" if floor else "")]
     text = tolerance_file_text(entries, header)
     try:
         with open(output, "w", encoding="utf-8") as f:
