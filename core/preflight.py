@@ -25,7 +25,7 @@ from cmpx.plan import BackendPlan
 from cmpx.plugins import PluginSet, PluginSettings
 from cmpx.registry import BackendOption, BackendSpec, DataLoaderSpec
 from cmpx.request import RunRequest
-from cmpx.tolerance_file import merged_words
+from cmpx.tolerance_file import PER_OUTPUT_FIELDS, merged_words
 
 DEFAULT_TOLERANCE = 1e-5
 DEFAULT_TIMEOUT_SECONDS = 600.0
@@ -267,7 +267,7 @@ def _comparison_settings(request: RunRequest, plugins: PluginSet) -> tuple[Compa
             raise PluginError("no default metric is registered (its plugin failed to load: see 'cmpx plugins'); "
                               "choose metrics with --compare NAME")
     words, from_file = merged_words(request.tolerances, {field: getattr(request, field) for field in
-                                                         ("atol", "rtol", "check_error_stat", "error_quantile")})
+                                                         PER_OUTPUT_FIELDS})
     # the file's output names are checked against the model's first, so that a wrong one names the file
     per_output: dict[str, PerOutput[Any]] = {f"--tolerances {request.tolerances}": PerOutput(
         None, dict.fromkeys(from_file))} if from_file else {}

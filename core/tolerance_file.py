@@ -31,6 +31,7 @@ TOP_KEYS = ("format", "version", "outputs")
 # key of an output's table -> the run option its value feeds (a RunRequest field) and the parser of its words
 OUTPUT_KEYS = {"atol": ("atol", tolerance), "rtol": ("rtol", tolerance), "check": ("check_error_stat", check_stat),
                "quantile": ("error_quantile", quantile)}
+PER_OUTPUT_FIELDS = tuple(field for field, _ in OUTPUT_KEYS.values())
 
 
 @dataclass(frozen=True)

@@ -280,3 +280,27 @@ def test_backends_that_agree_exactly_get_the_floor_float32_cannot_beat(floor, sa
     assert entry["atol"] == round_up(4 * floor_atol) > 0 and entry["rtol"] == round_up(4 * floor_rtol)
     if floor == "ulp":
         assert floor_rtol == pytest.approx(EPSILON_32, rel=1e-2)
+
+
+def test_a_reduce_candidate_keeps_the_files_values_of_the_outputs_it_has(tmp_path):
+    """cmpx reduce --tolerances FILE: each candidate's run takes the file's values as words, those of the outputs
+    it computes, the command line's after them (a candidate lacks the model's other outputs)."""
+    from cmpx.reduce.candidates import Candidate, candidate_request
+    from cmpx.request import RunRequest
+
+    path = tmp_path / "t.toml"
+    path.write_text('format = "cmpx-tolerances"\nversion = 1\n[outputs.a]\natol = 0.1\nrtol = 0.2\n'
+                    '[outputs.b]\natol = 0.3\ncheck = "max"\n')
+    request = RunRequest(model="m.onnx", backends=("onnxrt", "onnxref"), tolerances=str(path), atol=("b:0.5",))
+    got = candidate_request(request, Candidate(1, [], [], ["b"], "c.onnx", "run"), ["a", "b"])
+    assert got.tolerances is None
+    assert (got.atol, got.rtol, got.check_error_stat) == (("b:0.3", "b:0.5"), (), ("b:max",))
+
+
+def test_the_python_api_takes_a_tolerance_file_too(measured):
+    import cmpx
+
+    path = measured("cnn", FP16)
+    report = cmpx.run(REAL / "cnn.onnx", ["onnxrt:fp16", "onnxrt"], tolerances=path, seed=1000, iterations=4)
+    assert report.exit_code == cmpx.ExitCode.PASSED, report.text()
+    assert cmpx.run(REAL / "cnn.onnx", ["onnxrt:fp16", "onnxrt"], seed=1000).exit_code == cmpx.ExitCode.MISMATCH

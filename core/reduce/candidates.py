@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from cmpx.model.subgraph import GraphIndex, boundary, closure, write_subgraph
+from cmpx.tolerance_file import PER_OUTPUT_FIELDS, merged_words
 
 if TYPE_CHECKING:
     from cmpx.request import RunRequest
@@ -133,6 +134,9 @@ def candidate_request(request: RunRequest, candidate: Candidate, model_outputs: 
     subgraph, so names agree), weights inside the candidate or beside it."""
     outputs = set(candidate.outputs)
     only_model_outputs = outputs <= set(model_outputs)
+    if request.tolerances is not None:  # its values as words, so that those of outputs the candidate lacks go
+        words, _ = merged_words(request.tolerances, {field: getattr(request, field) for field in PER_OUTPUT_FIELDS})
+        request = replace(request, tolerances=None, **words)
 
     def kept(words: Sequence[str], bare: bool = True) -> tuple[str, ...]:
         return tuple(w for w in words if (":" in w and w.rsplit(":", 1)[0] in outputs) or (":" not in w and bare))
