@@ -78,9 +78,9 @@ def measure_outputs(report: Report, saved_path: str, check: str, quantile: float
                      f"{measured.rtol:.3g} over {measured.iterations} iteration(s))")
     tally = next((t for t in report.tallies if (t.backend, t.reference) == (actual, reference)), None)
     if tally is not None:
-        lines.insert(0, f"{actual} vs {reference} at the default tolerances (atol 1e-5, rtol 1e-5, as Polygraphy's): "
-                        f"{'passed' if tally.passed else 'FAILED'}, {tally.outputs_passed}/{tally.outputs} output "
-                        f"comparisons passed")
+        lines.insert(0, f"{actual} vs {reference} at the default tolerances (atol 1e-5, rtol 1e-5, as "
+                        f"Polygraphy's): {'passed' if tally.passed else 'FAILED'}, "
+                        f"{tally.outputs_passed}/{tally.outputs} output comparisons passed")
     return header, entries, lines
 
 
@@ -88,10 +88,10 @@ def _pairs(a: Any, b: Any, output: str):
     return pairs_of(lambda i=i: (a.load(i)[output], b.load(i)[output]) for i in range(min(len(a), len(b))))
 
 
-def _notes(measured: Measured, floor: Measured, factor: float, result: tuple[float, float], floating: bool) -> Sequence[str]:
+def _notes(measured: Measured, floor: Measured, factor: float, result: tuple[float, float],
+           floating: bool) -> Sequence[str]:
     notes = [f"measured: {measured.elements} elements over {measured.iterations} iteration(s), rms(m) "
-             f"{measured.rms:.3g}, max e "
-             f"{measured.max_abs:.3g}; atol0 {measured.atol:.3g}, rtol0 {measured.rtol:.3g}"]
+             f"{measured.rms:.3g}, max e {measured.max_abs:.3g}; atol0 {measured.atol:.3g}, rtol0 {measured.rtol:.3g}"]
     notes.append(f"floor: atol {floor.atol:.3g}, rtol {floor.rtol:.3g}" if floating else
                  "floor: none (not a floating-point output)")
     notes.append(f"atol = {factor:g} x {max(measured.atol, floor.atol):.3g} -> {result[0]:g}; rtol = {factor:g} x "

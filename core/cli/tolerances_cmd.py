@@ -36,7 +36,8 @@ Example:
 """
 
 
-@click.command("tolerances", help=TOLERANCES_HELP, short_help="Measure tolerances from the noise floor of two backends.",
+@click.command("tolerances", help=TOLERANCES_HELP,
+               short_help="Measure tolerances from the noise floor of two backends.",
                context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
 @click.option("-o", "--output", required=True, metavar="FILE.toml", help="where to write the tolerance file")
 @click.option("--safety-factor", type=float, default=SAFETY_FACTOR, show_default=True, metavar="S",
@@ -77,7 +78,7 @@ def derive(words: list[str], output: str, factor: float, floor: str | None, here
         raise UsageError("--check-error-stat / --error-quantile: give one bare value for cmpx tolerances (it "
                          "measures every output the same way)")
     check_file_output("-o", output)
-    oracle = _oracle("oracle" if request.oracle and floor is None else floor, here.plugins)
+    oracle = _oracle("oracle" if request.oracle and floor is None else floor, here.plugins, request.model)
     iterations = request.iterations
     if iterations is None and not (request.load_inputs or request.data_loader_script or request.data_loader):
         iterations = DEFAULT_ITERATIONS
@@ -91,8 +92,9 @@ def derive(words: list[str], output: str, factor: float, floor: str | None, here
         header, entries, lines = measure_outputs(report, saved, check.default, q.default, factor, oracle)
     from cmpx.tolerance_file import tolerance_file_text
 
-    header = [*header, f"command: cmpx tolerances {shlex.join(words)} -o {shlex.quote(output)}"
-              + (f" --safety-factor {factor:g}" if factor != SAFETY_FACTOR else "") + (f" --floor {floor}" if floor else "")]
+    options = (f" --safety-factor {factor:g}" if factor != SAFETY_FACTOR else "") + (f" --floor {floor}" if floor
+                                                                                     else "")
+    header = [*header, f"command: cmpx tolerances {shlex.join(words)} -o {shlex.quote(output)}{options}"]
     text = tolerance_file_text(entries, header)
     try:
         with open(output, "w", encoding="utf-8") as f:
@@ -105,7 +107,8 @@ def derive(words: list[str], output: str, factor: float, floor: str | None, here
     return 0
 
 
-def _oracle(floor: str | None, plugins: Any) -> bool:
+def _oracle(floor: str | None, plugins: Any, model: str | None) -> bool:
+    """Whether the run adds the fp64 oracle: asked for, or by default where it is installed and the model is ONNX."""
     from cmpx.errors import UsageError
 
     name, transform = ORACLE.split(":")
@@ -113,6 +116,9 @@ def _oracle(floor: str | None, plugins: Any) -> bool:
     if floor == "oracle" and not available:
         raise UsageError(f"--floor oracle needs the fp64 oracle ({ORACLE}: backend {name} with transform "
                          f"{transform}), which is not installed; use --floor ulp")
+    if floor == "oracle" and not (model or "").lower().endswith(".onnx"):
+        raise UsageError(f"--floor oracle: the fp64 oracle runs ONNX models, not {model}; use --floor ulp")
+    available = available and (model or "").lower().endswith(".onnx")
     return available and floor != "ulp"
 
 
