@@ -189,16 +189,20 @@ def test_a_missing_tolerance_file_is_exit_2(tmp_path, run_cli):
 def test_a_sweep_run_takes_a_tolerance_file_relative_to_the_sweep_file(measured, tmp_path, run_cli):
     (tmp_path / "cnn.onnx").write_bytes((REAL / "cnn.onnx").read_bytes())
     (tmp_path / "fp16.toml").write_text(open(measured("cnn", FP16)).read())
+    (tmp_path / "per-model").mkdir()
+    (tmp_path / "per-model" / "cnn.toml").write_text(open(measured("cnn", FP16)).read())
     sweep = tmp_path / "sweep.toml"
     sweep.write_text('models = ["cnn.onnx"]\n'
                      '[[runs]]\nname = "measured"\nargs = "--backend onnxrt:fp16 --backend onnxrt --tolerances '
                      'fp16.toml --seed 1000 --iterations 8"\n'
+                     '[[runs]]\nname = "per-model"\nargs = "--backend onnxrt:fp16 --backend onnxrt --tolerances '
+                     'per-model/{model}.toml --seed 1000"\n'
                      '[[runs]]\nname = "default"\nargs = "--backend onnxrt:fp16 --backend onnxrt --seed 1000"\n')
     out = tmp_path / "out"
     result = run_cli("sweep", sweep, "--out", out, "--jobs", "1")
     assert result.exit_code == 1, result.output
     cells = {c["run"]: c["verdict"] for c in json.loads((out / "summary.json").read_text())["cells"]}
-    assert cells == {"measured": "passed", "default": "mismatch"}
+    assert cells == {"measured": "passed", "per-model": "passed", "default": "mismatch"}
     (tmp_path / "fp16.toml").write_text("format = [")  # a bad file stops the sweep before any cell
     result = run_cli("sweep", sweep, "--out", tmp_path / "out2")
     assert result.exit_code == 2 and "runs[0] 'measured': --tolerances" in result.output, result.output
