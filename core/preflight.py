@@ -1,5 +1,6 @@
 """The first checks of a run: everything that needs neither the model nor a file, so that a bad option is an
-error before any worker starts, fast, and without importing a framework."""
+error before any worker starts, fast, and without importing a framework. One small file is read here: a
+--tolerances file, whose values are options (cmpx.tolerance_file)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from cmpx.plugins import PluginSet, PluginSettings
 from cmpx.registry import BackendOption, BackendSpec, DataLoaderSpec
 from cmpx.request import RunRequest
 from cmpx.run_options import threshold_flag
+from cmpx.tolerance_file import PER_OUTPUT_FIELDS, merged_words
 
 DEFAULT_TOLERANCE = 1e-5
 DEFAULT_TIMEOUT_SECONDS = 600.0
@@ -265,21 +267,28 @@ def _comparison_settings(request: RunRequest, plugins: PluginSet) -> tuple[Compa
         if not metrics:
             raise PluginError("no default metric is registered (its plugin failed to load: see 'cmpx plugins'); "
                               "choose metrics with --compare NAME")
-    per_output: dict[str, PerOutput[Any]] = {
-        "--atol": parse_per_output("--atol", request.atol, DEFAULT_TOLERANCE, tolerance),
-        "--rtol": parse_per_output("--rtol", request.rtol, DEFAULT_TOLERANCE, tolerance),
-        "--check-error-stat": parse_per_output("--check-error-stat", request.check_error_stat, "elemwise",
-                                               check_stat),
-        "--error-quantile": parse_per_output("--error-quantile", request.error_quantile, 0.99, quantile),
-    }
+    words, from_file = merged_words(request.tolerances, {field: getattr(request, field) for field in
+                                                         PER_OUTPUT_FIELDS})
+    # the file's output names are checked against the model's first, so that a wrong one names the file
+    per_output: dict[str, PerOutput[Any]] = {f"--tolerances {request.tolerances}": PerOutput(
+        None, dict.fromkeys(from_file))} if from_file else {}
+    per_output.update({
+        "--atol": parse_per_output("--atol", words.get("atol", request.atol), DEFAULT_TOLERANCE, tolerance),
+        "--rtol": parse_per_output("--rtol", words.get("rtol", request.rtol), DEFAULT_TOLERANCE, tolerance),
+        "--check-error-stat": parse_per_output("--check-error-stat", words.get("check_error_stat",
+                                                                               request.check_error_stat),
+                                               "elemwise", check_stat),
+        "--error-quantile": parse_per_output("--error-quantile", words.get("error_quantile", request.error_quantile),
+                                             0.99, quantile),
+    })
     thresholds = {}
-    for metric_name, words in request.thresholds.items():
+    for metric_name, values in request.thresholds.items():
         spec = plugins.metrics.get(metric_name)
         if spec is None or getattr(spec.metric, "threshold", None) is None:
             raise UsageError(f"{threshold_flag(metric_name)}: no metric {metric_name!r} with a threshold is registered")
         option = " / ".join((threshold_flag(metric_name), *getattr(spec.metric, "flag_aliases", ())))
         parse = _metric_threshold(spec.metric)
-        per_output[option] = thresholds[metric_name] = parse_per_output(option, words, spec.metric.threshold, parse)
+        per_output[option] = thresholds[metric_name] = parse_per_output(option, values, spec.metric.threshold, parse)
     comparison = ComparisonSettings(
         metrics, per_output["--atol"], per_output["--rtol"], per_output["--check-error-stat"],
         per_output["--error-quantile"], thresholds, request.nan_equal, _infinities_equal(request),

@@ -42,6 +42,7 @@ class RunRequest:
     atol: Words = ()
     rtol: Words = ()
     check_error_stat: Words = ()
+    tolerances: str | None = None
     error_quantile: Words = ()
     compare: Words = ()
     output_map: Words = ()

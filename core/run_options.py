@@ -136,6 +136,9 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
     _option("check_error_stat", WORDS, COMPARISON, f"statistic the tolerances apply to: {', '.join(CHECK_STATS)} "
             "[default: elemwise]", metavar="[NAME:]STAT", accepts=lambda w: ":" in w or w in CHECK_STATS,
             python="per_output"),
+    _option("tolerances", TEXT, COMPARISON, "read per-output atol, rtol and check statistic from this TOML file (as "
+            "'cmpx tolerances' writes it); the command line's values win: NAME:VALUE for that output, a bare value "
+            "for every output", metavar="FILE.toml", python="path"),
     _option("error_quantile", WORDS, COMPARISON, "quantile for --check-error-stat quantile [default: 0.99]",
             metavar="[NAME:]Q", accepts=per_output_value, python="per_output"),
     _option("compare", WORDS, COMPARISON, "metrics that must all pass [default: the tolerance check]",

@@ -116,7 +116,7 @@ def test_the_tour_has_its_steps():
     assert [command.split()[1:3] for command, _ in _tour()] == [
         ["run", "examples/models/conv.onnx"], ["run", "examples/models/two_faults.onnx"],
         ["run", "examples/models/conv.onnx"], ["run", "examples/models/two_faults.onnx"],
-        ["reduce", "examples/models/two_faults.onnx"],
+        ["tolerances", "examples/models/conv.onnx"], ["reduce", "examples/models/two_faults.onnx"],
         ["sweep", "examples/zoo.toml"]]
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from cmpx.model.subgraph import GraphIndex, boundary, closure, write_subgraph
+from cmpx.tolerance_file import PER_OUTPUT_FIELDS, merged_words
 
 if TYPE_CHECKING:
     from cmpx.request import RunRequest
@@ -135,6 +136,10 @@ def candidate_request(request: RunRequest, candidate: Candidate, index: GraphInd
     outputs = set(candidate.outputs)
     only_model_outputs = outputs <= set(index.graph_outputs)
     present = {label for n in candidate.nodes for label in (index.nodes[n].name, index.nodes[n].op_type)}
+    if request.tolerances is not None:  # its values as words, so that those of outputs the candidate lacks go
+        words, _ = merged_words(request.tolerances, {field: getattr(request, field) for field in PER_OUTPUT_FIELDS})
+        fields: dict[str, Any] = dict(words)  # RunRequest fields, each given words
+        request = replace(request, tolerances=None, **fields)
 
     def kept(words: Sequence[str], bare: bool = True) -> tuple[str, ...]:
         return tuple(w for w in words if (":" in w and w.rsplit(":", 1)[0] in outputs) or (":" not in w and bare))
