@@ -118,7 +118,8 @@ def image(png: bytes, alt: str, caption: Content = None, id_: str | None = None,
                     loading="lazy")
 
     shown = (element("div", [img(panel, f"{alt} (panel {i} of {len(panels)})") for i, panel in
-                             enumerate(panels, 1)], class_="panels") if panels else img(png, alt))
+                             enumerate(panels, 1)], class_="panels two" if len(panels) == 2 else "panels") if panels
+             else img(png, alt))
     return element("figure", shown, element("figcaption", caption) if caption is not None else None, id=id_,
                    class_=None if panels else "wide")
 
@@ -192,8 +193,8 @@ th button { font: inherit; color: inherit; background: none; border: 0; padding:
 th[aria-sort="ascending"] button::after { content: "\\00a0\\2191"; }
 th[aria-sort="descending"] button::after { content: "\\00a0\\2193"; }
 footer { color: var(--muted); font-size: 12px; margin-top: 3em; border-top: 1px solid var(--line); padding-top: 0.5em; }
-.panels { display: grid; grid-template-columns: repeat(auto-fill, minmax(min(100%, 340px), 450px));
-          border: 1px solid var(--line); background: white; max-width: 1350px; }
+.panels { display: grid; grid-template-columns: repeat(auto-fit, minmax(min(100%, 340px), 1fr));
+          border: 1px solid var(--line); background: white; max-width: 1350px; } .panels.two { max-width: 900px; }
 .panels img { width: 100%; border: 0; }
 pre.command { white-space: pre-wrap; overflow-wrap: anywhere; }
 @media (max-width: 1000px) {

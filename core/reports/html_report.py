@@ -2,7 +2,7 @@
 JSON report can be rendered again) and the pictures cmpx.reports.figures drew.
 
 Sections: the verdict and the run (model, backends with their frameworks' versions, options, seed, cmpx version),
-the summary per pair, backend failures with the tail of their stderr, the first divergence, the per-layer error
+the summary per pair, the next steps (cmpx.reports.html_advice), backend failures with the tail of their stderr, the first divergence, the per-layer error
 profile, the error plots, every pair/iteration/output with its statistics, and the warnings. Readable without
 JavaScript (which only makes the tables sortable); every name from a model or a file is escaped.
 """
@@ -100,7 +100,8 @@ def summary_section(document: Mapping[str, Any]) -> Markup:
                                    "first divergence"], rows, row_class="pair-row")]
     if not rows:
         parts.append(element("p", "Nothing was compared.", class_="note"))
-    elif any(pair.get("worst_rel_beyond_atol") != pair.get("worst_rel") for pair in document.get("pairs", ())):
+    elif any(pair.get("worst_rel_beyond_atol") not in (None, pair.get("worst_rel"))
+             for pair in document.get("pairs", ())):
         parts.append(element("p", f"“{REL_BEYOND_ATOL}”: the relative error over the elements whose reference "
                                   "exceeds atol in magnitude. Against a reference at or near 0 the relative error "
                                   "explodes (an exact 0 divides by 2.2e-16) while atol passes the element; "

@@ -355,6 +355,9 @@ def _pair_line(tally: PairTally) -> str:
             f"{tally.outputs_passed}/{tally.outputs} outputs passed ({tally.elements} elements)")
     if tally.worst_abs is not None:
         text += f", worst abs {tally.worst_abs:.3g}, worst rel {tally.worst_rel:.3g}"
+        beyond = tally.worst_rel_beyond_atol
+        if beyond is not None and beyond != tally.worst_rel:  # the worst rel is against references near 0
+            text += f" ({beyond:.3g} where |reference| > atol)"
     return text
 
 
