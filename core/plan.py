@@ -73,6 +73,7 @@ class RunPlan:
     data_ranges: Sequence[Any] = ()  # cmpx.model.value_ranges.InputRange of each integer input of synthetic data
     excluded: frozenset[str] = frozenset()  # model outputs left out with --onnx-exclude-outputs: never compared
     slicing: Any = None  # a cmpx.slicing.planning.SlicingPlan when the marked tensors exceed the memory budget
+    oracle: str | None = None  # the backend every other one is also measured against (cmpx.comparison.oracle)
 
     @property
     def required_outputs(self) -> frozenset[str]:

@@ -18,6 +18,7 @@ from cmpx.comparison.postprocess import Postprocess, parse_postprocess
 from cmpx.envs import resolve_python
 from cmpx.errors import PluginError, UsageError
 from cmpx.model.native import native_format
+from cmpx.oracle import ORACLE_TRANSFORM
 from cmpx.outputs import check_directory_output, check_file_output
 from cmpx.plan import BackendPlan
 from cmpx.plugins import PluginSet, PluginSettings
@@ -112,6 +113,9 @@ def _check_model_format(request: RunRequest, plugins: PluginSet, backends: Seque
     if suffix is None:
         return None
     loaders = sorted(spec.name for spec in plugins.backends if suffix in spec.model_formats)
+    if request.oracle:
+        raise UsageError(f"--oracle runs an ONNX model in float64, and {request.model} is a {suffix} model; run the "
+                         "ONNX model with --oracle, or compare its saved fp64 outputs with --load-outputs")
     others = list(dict.fromkeys(b.spec.name for b in backends if suffix not in b.spec.model_formats))
     if not backends:
         raise UsageError(f"{request.model} is a {suffix} model: run it with --backend {' or '.join(loaders)}, or "
@@ -144,6 +148,14 @@ def _backend_words(request: RunRequest, plugins: PluginSet) -> list[tuple[str, s
             raise UsageError(f"--backend {word}: unknown transform {transform!r}; available: "
                              f"{', '.join(plugins.transforms.names()) or '(none)'}")
         words.append((name, transform or None, python or None))
+    if request.oracle and not any(transform == ORACLE_TRANSFORM for _, transform, _ in words):
+        if not request.model:
+            raise UsageError("--oracle runs the model in float64: give the MODEL (or compare against a saved fp64 run "
+                             "with --load-outputs, without --oracle)")
+        if ORACLE_TRANSFORM not in plugins.transforms or "onnxref" not in plugins.backends:
+            raise UsageError("--oracle runs onnxref:fp64, and this cmpx lacks the onnxref backend or the fp64 "
+                             "transform (see 'cmpx plugins'); name an fp64 backend instead: --backend NAME:fp64")
+        words.append(("onnxref", ORACLE_TRANSFORM, None))
     flag = request.precision_flag
     if flag:
         targets = [i for i, (name, transform, _) in enumerate(words)

@@ -25,6 +25,7 @@ class RunRequest:
     model: str | None = None
     backends: Words = ()
     reference: str | None = None
+    oracle: bool = False
     load_outputs: Words = ()
     save_outputs: str | None = None
     seed: int = 1

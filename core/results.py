@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from cmpx.errors import BackendFailed
+    from cmpx.oracle import OracleJudgement, OracleSummary
     from cmpx.runtimes import BackendRuntime
 
 RETAINED_OUTPUTS = 500  # per-iteration output results kept in memory (each holds a few KB of statistics): a few MB
@@ -176,6 +177,7 @@ class PairResult:
     # int8 graph": its transform removed them); such tensors are in ``unmatched`` like the others
     not_comparable: list[tuple[str, str]] = field(default_factory=list)  # (output, why): a sequence or map one
     # side cannot produce, or an output returned as strings or objects; neither passed nor failed
+    oracle: list[OracleJudgement] = field(default_factory=list)  # each failing output's sides against the oracle
 
     @property
     def passed(self) -> bool:
@@ -306,6 +308,7 @@ class RunResult:
     compared_outputs: set[str] = field(default_factory=set)  # names of the outputs compared at least once
     metrics_ran: set[str] = field(default_factory=set)
     slices: list[dict[str, Any]] = field(default_factory=list)  # a sliced run: each slice's time, per iteration
+    oracle: OracleSummary | None = None  # every backend against the run's oracle (cmpx.oracle), if it has one
     _retained_outputs: int = 0
 
     def add_pair(self, pair: PairResult) -> None:

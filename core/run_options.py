@@ -87,6 +87,11 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
             flags=("--backend",), metavar="NAME"),
     _option("reference", TEXT, BACKENDS, "compare every other backend against this one (e.g. onnxref, or onnxrt#2)",
             metavar="NAME"),
+    _option("oracle", FLAG, BACKENDS, "add the fp64 oracle, onnxref:fp64 (the model's float graph in float64 on the "
+            "reference evaluator; or the --backend NAME:fp64 of the run), and measure every backend's outputs and "
+            "marked tensors against it: each failing pair says which side is closer to the exact value, and with "
+            "--mark-all where a backend's own error jumps. Not the reference of the verdict unless --reference names "
+            "it; slow on large models (docs/oracle.md)"),
     _option("load_outputs", WORDS, BACKENDS, "add saved outputs as backends after the live ones (named "
             "BACKEND@FILE): cmpx runs, Polygraphy RunResults JSON files and per-iteration directories, ONNX "
             "test-data directories", metavar="PATH", accepts=not_a_model, python="path",

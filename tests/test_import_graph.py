@@ -105,7 +105,7 @@ COMMANDS = ("cmpx.cli.main", "cmpx.cli.launch", "cmpx.cli.run", "cmpx.cli.reduce
             "cmpx.cli.env_cmd")
 LOWER = ("cmpx.errors", "cmpx._version", "cmpx.printable", "cmpx.dtypes", "cmpx.userfiles", "cmpx.outputs",
          "cmpx.structured", "cmpx.model", "cmpx.saved", "cmpx.transport", "cmpx.loaders", "cmpx.transforms",
-         "cmpx.results", "cmpx.report_data", "cmpx.runtimes", "cmpx.run_options", "cmpx.request",
+         "cmpx.results", "cmpx.oracle", "cmpx.report_data", "cmpx.runtimes", "cmpx.run_options", "cmpx.request",
          "cmpx.request_words", "cmpx.argtypes")
 RUN_LAYER = ("cmpx.session", "cmpx.api", "cmpx.planner", "cmpx.execution", "cmpx.report", "cmpx.reports",
              "cmpx.cli", "cmpx.sweep", "cmpx.reduce")

@@ -28,7 +28,7 @@ class ReferenceKeeper:
         from cmpx.saved.cmpx_format import RunWriter
 
         live = {b.name for b in plan.backends}
-        self.pairs = [(b, r) for b, r in comparison_pairs(plan.names, plan.reference) if b in live]
+        self.pairs = [(b, r) for b, r in comparison_pairs(plan.names, plan.reference, plan.oracle) if b in live]
         self.saved = {s.name: s for s in plan.saved_backends}
         self.kept = {r for _, r in self.pairs if r in live}
         self.verdicts: dict[tuple[str, str], dict[str, bool]] = {}

@@ -1,5 +1,5 @@
 """What a report tells the user to do next, worded once for the text and the HTML report: the tolerances that pass
-the model outputs of a pair whose one side runs a transformed graph (measured, not guessed), and the --local-error
+the model outputs of a pair whose one side runs a lower-precision graph (measured, not guessed), and the --local-error
 ranking of the nodes by the error they make on their own."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from cmpx.oracle import ORACLE_TRANSFORM
 from cmpx.results import LocalError
 from cmpx.run_options import BY_NAME
 
@@ -22,10 +23,16 @@ def round_up(value: float) -> float:
     return float(f"{digit}e{exponent}") if digit < 10 else float(f"1e{exponent + 1}")
 
 
-def hinted(backend_transformed: bool, reference_transformed: bool) -> bool:
-    """Whether a pair gets the tolerance hint: exactly one side runs a transformed graph (onnxrt:fp16 against
+def lowered(transforms: Mapping[str, str | None]) -> set[str]:
+    """The backends (of backend name -> its transform) that run a lower-precision graph: any transform but the fp64
+    oracle's."""
+    return {name for name, transform in transforms.items() if transform and transform != ORACLE_TRANSFORM}
+
+
+def hinted(backend_lowered: bool, reference_lowered: bool) -> bool:
+    """Whether a pair gets the tolerance hint: exactly one side runs a lower-precision graph (onnxrt:fp16 against
     onnxrt), so its errors are the transform's, and the tolerance it needs is worth saying."""
-    return backend_transformed != reference_transformed
+    return backend_lowered != reference_lowered
 
 
 def measured_tolerance(needed: tuple[float, float], metrics: Iterable[tuple[bool, Mapping[str, Any]]]) \

@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from cmpx.reports.advice import hinted, local_error_numbers, measured_tolerance, pass_options, rank_local_errors, \
-    tolerance_hint
+from cmpx.reports.advice import hinted, local_error_numbers, lowered, measured_tolerance, pass_options, \
+    rank_local_errors, tolerance_hint
 from cmpx.reports.html_page import Cell, Content, Markup, Row, element, section, table
 from cmpx.reports.html_results import pair_title, verdict_cell
 from cmpx.reports.json_report import results_of
@@ -31,11 +31,12 @@ def next_steps_section(document: Mapping[str, Any]) -> Markup | None:
 
 
 def tolerance_hint_of(document: Mapping[str, Any], pair: Mapping[str, Any]) -> str | None:
-    """The text report's hint for a pair whose one side runs a transformed graph and whose model outputs fail: the
+    """The text report's hint for a pair whose one side runs a lower-precision graph and whose model outputs fail: the
     tolerances that pass them, as measured over the iterations the document holds."""
     transforms = {b["name"]: b.get("transform") for b in document.get("backends", ()) if b.get("transform")}
+    lower = lowered(transforms)
     backend, reference = pair["backend"], pair["reference"]
-    if not hinted(backend in transforms, reference in transforms):
+    if not hinted(backend in lower, reference in lower):
         return None
     model_outputs = set(document.get("model_outputs") or ())
     marked = bool(document.get("tensors"))
@@ -46,7 +47,7 @@ def tolerance_hint_of(document: Mapping[str, Any], pair: Mapping[str, Any]) -> s
     options = pass_options(atol, rtol)
     if not options:
         return None
-    transformed = backend if backend in transforms else reference
+    transformed = backend if backend in lower else reference
     return tolerance_hint(transformed, transforms[transformed], backend, reference, options)
 
 

@@ -2,8 +2,9 @@
 JSON report can be rendered again) and the pictures cmpx.reports.figures drew.
 
 Sections: the verdict and the run (model, backends with their frameworks' versions, options, seed, cmpx version),
-the summary per pair, the next steps (cmpx.reports.html_advice), backend failures with the tail of their stderr, the first divergence, the per-layer error
-profile, the error plots, every pair/iteration/output with its statistics, and the warnings. Readable without
+the summary per pair, the next steps (cmpx.reports.html_advice), backend failures with the tail of their
+stderr, the first divergence, the per-layer error profile, the backends against the fp64 oracle, the error
+plots, every pair/iteration/output with its statistics, and the warnings. Readable without
 JavaScript (which only makes the tables sortable); every name from a model or a file is escaped.
 """
 
@@ -20,6 +21,7 @@ from cmpx.reports.figures import Picture
 from cmpx.reports.html_advice import next_steps_section
 from cmpx.reports.html_page import Cell, Content, Markup, Row, badge, details, element, key_values, render_page, \
     section, table
+from cmpx.reports.html_oracle import oracle_section
 from cmpx.reports.html_results import REL_BEYOND_ATOL, divergence_section, fmt, layers_section, num, pair_title, \
     plots_section, results_section, verdict_cell
 from cmpx.reports.profile import divergence_label, layer_profiles
@@ -54,6 +56,7 @@ def render_report(document: Mapping[str, Any], pictures: Sequence[Picture] = (),
     add("failures", "Backend failures", failures_section(document))
     add("divergence", "First divergence", divergence_section(document, pictures))
     add("layers", "Per-layer error", layers_section(profiles, pictures))
+    add("oracle", "Oracle", oracle_section(document))
     add("plots", "Error plots", plots_section(document, pictures, figures_left_out))
     if not plots:
         body.append(element("p", "This report has no plots: they need matplotlib (pip install 'cmpx[plots]').",

@@ -1,11 +1,13 @@
 """--report-json: the whole run as strict JSON (NaN and infinities written as the strings "NaN", "Infinity").
 
 The document: ``format``, ``cmpx_version``, ``model``; ``results``, one record per pair and iteration (backend,
-reference, iteration, passed, every output with its metrics and statistics, unmatched tensors, first divergence);
-then ``exit_code``, ``verdict`` (its words, as the text report ends), ``passed``, ``interrupted``, ``iterations``,
-``backends`` (options, timings, failures), ``command`` (the shell command line that runs it again), ``pairs``
-(one summary per pair, with ``worst_rel_beyond_atol``, the worst relative error where |reference| > atol; with
---local-error its ``local_errors``, largest first), ``non_finite``, ``output_failures`` and ``warnings``.
+reference, iteration, passed, every output with its metrics and statistics, unmatched tensors, first divergence;
+with an oracle, ``oracle``: each failing output's two sides against it); then ``exit_code``, ``verdict`` (its words,
+as the text report ends), ``passed``, ``interrupted``, ``iterations``, ``backends`` (options, timings, failures),
+``command`` (the shell command line that runs it again), ``pairs`` (one summary per pair, with
+``worst_rel_beyond_atol``, the worst relative error where |reference| > atol; with --local-error its
+``local_errors``, largest first), ``oracle`` (None, or every backend's largest errors against the fp64 oracle and
+where they first jump: docs/oracle.md), ``non_finite``, ``output_failures`` and ``warnings``.
 """
 
 from __future__ import annotations
@@ -77,6 +79,7 @@ def document_tail(report: ReportData) -> dict[str, Any]:
         "options": given_options(request), "command": run_command(plan, request), "stopped_early": result.stopped_early, "backends": backends,
         "tensors": compared_tensors(plan, result),
         "pairs": [pair_summary(tally) for tally in result.tallies.values()],
+        "oracle": result.oracle.to_dict() if result.oracle is not None else None,
         "results_dropped": result.pairs_dropped,
         "non_finite": [vars(finding) | {"first_index": list(finding.first_index)} for finding in result.non_finite],
         "output_failures": list(report.output_failures), "warnings": list(report.warnings),
@@ -307,6 +310,7 @@ def pair_record(pair: PairResult) -> dict[str, Any]:
             "first_divergence": None if divergence is None else _divergence(divergence),
             "unmatched": [_unmatched_record(pair, tensor, side) for tensor, side in pair.unmatched],
             "not_comparable": [{"output": output, "reason": why} for output, why in pair.not_comparable],
+            "oracle": [judgement.to_dict() for judgement in pair.oracle],
             "outputs": [
                 {"name": o.output, "passed": o.passed, "note": o.note or None, "elements": o.elements, "metrics": [
                     {"metric": m.metric, "passed": m.passed, "criterion": m.criterion, "summary": m.summary,

@@ -6,15 +6,15 @@ statistics, histogram and worst elements for failing ones); -v adds the statisti
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from cmpx._version import __version__
 from cmpx.errors import BackendCrashed, BackendFailed, ExitCode, telling_line
 from cmpx.printable import printable, printable_lines
-from cmpx.reports.advice import hinted, local_error_numbers, measured_tolerance, pass_options, rank_local_errors, \
-    round_up, tolerance_hint
+from cmpx.reports.advice import hinted, local_error_numbers, lowered, measured_tolerance, pass_options, \
+    rank_local_errors, round_up, tolerance_hint
+from cmpx.reports import oracle_text
 from cmpx.reports.terminal import Progress, paint
 from cmpx.results import NonFinite, OutputResult, PairResult, PairTally
 from cmpx.runtimes import labels, linked_note
@@ -42,6 +42,7 @@ class TextReporter:
         self.progress = progress or Progress()
         self.model_outputs = plan.required_outputs  # with marking, other tensors get one line each
         self.transforms = {b.name: b.transform for b in plan.backends if b.transform}
+        self.lowered = lowered(self.transforms)
         self.needed: dict[tuple[str, str], tuple[float, float]] = {}  # per pair: the tolerances its failures need
         declared = plan.model.outputs if plan.model else ()
         self.narrow = {spec.name: spec.dtype for spec in declared if spec.dtype in HALF_SPACING}
@@ -68,8 +69,7 @@ class TextReporter:
             self.say(DETAIL_INDENT + line)
 
     def started(self, runtimes: Mapping[str, BackendRuntime]) -> None:
-        """The header, once the backends have loaded: each backend with its framework's version (and environment,
-        for one under another Python), then where each backend under another Python ran."""
+        """The header: each backend with its framework's version (and environment), then where each ran."""
         plan = self.plan
         self.labels = labels(plan.backends, runtimes)
         self.shown = {b.name: self.labels[b.name] for b in plan.backends if b.python is not None}
@@ -150,6 +150,8 @@ class TextReporter:
                 self.say("  " + line, "PASSED" if line.startswith("PASSED") else "FAILED")
         for output, why in pair.not_comparable:
             self.say(f"  NOT COMPARED  {output}: {why}")
+        for line in oracle_text.pair_lines(pair, self.model_outputs):
+            self.say("  " + line)
         if pair.note:
             self.say(f"  {'FAILED  ' if not pair.outputs else ''}{pair.note}", "FAILED")
         if pair.unmatched:
@@ -166,8 +168,7 @@ class TextReporter:
                      "computed from compared tensors that pass)")
 
     def _note_narrow(self, pair: PairResult) -> None:
-        """A model output that is itself float16 or bfloat16 (a model exported after .half()) failing at an rtol
-        finer than its type's spacing: the summary says what its precision allows."""
+        """A model output itself float16 or bfloat16 failing at an rtol finer than its type's spacing (noted)."""
         for output in pair.outputs:
             if output.output in self.narrow and not output.passed:
                 rtols = [m.data["rtol"] for m in output.metrics if isinstance(m.data.get("rtol"), float)]
@@ -177,8 +178,8 @@ class TextReporter:
 
     def _measure(self, pair: PairResult) -> None:
         """Keep the largest minimum tolerances of the failing model outputs of a pair where exactly one side runs a
-        transformed graph: the summary's hint is what was measured, not a guess."""
-        if not hinted(pair.backend in self.transforms, pair.reference in self.transforms):
+        lower-precision graph: the summary's hint is what was measured, not a guess."""
+        if not hinted(pair.backend in self.lowered, pair.reference in self.lowered):
             return
         key = (pair.backend, pair.reference)
         atol, rtol = measured_tolerance(self.needed.get(key, (0.0, 0.0)), (
@@ -228,6 +229,8 @@ class TextReporter:
             self.say(f"  {self.name(tally.backend)} vs {self.name(tally.reference)}: {_pair_line(tally)}")
             for line in blind_lines(tally):
                 self.say(f"  warning: {line}", "FAILED")
+        for line in oracle_text.summary_lines(result.oracle, self.model_outputs):
+            self.say("  " + line)
         if self.plan.single and not result.failures:
             checked = " and checked for NaN and Inf (--validate)" if self.plan.validate else ""
             self.say(f"  one backend, {self.name(self.plan.names[0])}: its outputs were described{checked}, not "
@@ -258,7 +261,7 @@ class TextReporter:
         for failure in report.output_failures:
             self.say(f"  FAILED to write {failure}", "FAILED")
         for (backend, reference), (atol, rtol) in self.needed.items():
-            transformed = backend if backend in self.transforms else reference
+            transformed = backend if backend in self.lowered else reference
             options = pass_options(atol, rtol)
             if options:
                 self.say("  hint: " + tolerance_hint(self.name(transformed), self.transforms[transformed],
@@ -324,9 +327,7 @@ class TextReporter:
 def _reminder(detail: str, limit: int = 160) -> str:
     """An error's first line, cut to ``limit`` characters: the summary recalls an error printed in full above."""
     line = telling_line(detail)
-    if len(line) <= limit and line == detail.strip():
-        return line
-    return line[:limit].rstrip() + " ... (in full above)"
+    return line if len(line) <= limit and line == detail.strip() else line[:limit].rstrip() + " ... (in full above)"
 
 
 def _saved_label(saved) -> str:
