@@ -113,7 +113,7 @@ class _PairMeasurer:
         if isinstance(outcome, str):
             return LocalError(tensor, node, op_type, None, None, None, accumulated, outcome, size)
         return LocalError(tensor, node, op_type, outcome.worst("abs"), outcome.worst("rel"), outcome.passed,
-                          accumulated, outcome.note, size)
+                          accumulated, outcome.note, size, outcome.worst("rel_beyond_atol"))
 
     def _run_node(self, index: GraphIndex, position: int, tensors: list[str], available: set[str],
                   values: Mapping[str, Any], path: str, started: float, status: str) -> dict[str, Any]:

@@ -4,9 +4,10 @@ The document: ``format``, ``cmpx_version``, ``model``; ``results``, one record p
 reference, iteration, passed, every output with its metrics and statistics, unmatched tensors, first divergence;
 with an oracle, ``oracle``: each failing output's two sides against it); then ``exit_code``, ``verdict`` (its words,
 as the text report ends), ``passed``, ``interrupted``, ``iterations``, ``backends`` (options, timings, failures),
-``pairs`` (one summary per pair; with --local-error its ``local_errors``, largest first), ``oracle`` (None, or
-every backend's largest errors against the fp64 oracle and where they first jump: docs/oracle.md),
-``non_finite``, ``output_failures`` and ``warnings``.
+``command`` (the shell command line that runs it again), ``pairs`` (one summary per pair, with
+``worst_rel_beyond_atol``, the worst relative error where |reference| > atol; with --local-error its
+``local_errors``, largest first), ``oracle`` (None, or every backend's largest errors against the fp64 oracle and
+where they first jump: docs/oracle.md), ``non_finite``, ``output_failures`` and ``warnings``.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from cmpx._version import __version__
 from cmpx.errors import OutputFailed
 from cmpx.outputs import AtomicFile
 from cmpx.reports.reporter import SilentReporter
+from cmpx.request_words import command_line, request_words
 from cmpx.results import PairResult, PairTally, RunResult
 from cmpx.runtimes import labels
 
@@ -74,7 +76,7 @@ def document_tail(report: ReportData) -> dict[str, Any]:
     return {
         "exit_code": int(report.exit_code), "verdict": report.verdict, "passed": report.passed, "interrupted": report.interrupted,
         "iterations": result.iterations, "seed": request.seed if request else None,
-        "options": given_options(request), "stopped_early": result.stopped_early, "backends": backends,
+        "options": given_options(request), "command": run_command(plan, request), "stopped_early": result.stopped_early, "backends": backends,
         "tensors": compared_tensors(plan, result),
         "pairs": [pair_summary(tally) for tally in result.tallies.values()],
         "oracle": result.oracle.to_dict() if result.oracle is not None else None,
@@ -162,6 +164,13 @@ def given_options(request: RunRequest | None) -> dict[str, Any]:
     return given
 
 
+def run_command(plan: RunPlan, request: RunRequest | None) -> str | None:
+    """The shell command line that runs this request again (cmpx.request_words), or None without a request."""
+    if request is None:
+        return None
+    return command_line(["cmpx", "run", *request_words(request, None, [b.spec for b in plan.backends])])
+
+
 def compared_tensors(plan: RunPlan, result: RunResult) -> list[dict[str, str]]:
     """For a run that compares intermediate tensors (marked, or in saved runs): the model's tensors it compares
     or marks, outputs included, in graph order, with the node that computes each and its op type; else empty."""
@@ -180,7 +189,8 @@ def pair_summary(tally: PairTally) -> dict[str, Any]:
             "iterations_passed": tally.iterations_passed, "pass_rate": tally.pass_rate,
             "outputs": tally.outputs, "outputs_passed": tally.outputs_passed,
             "outputs_compared": tally.outputs_compared, "elements": tally.elements,
-            "worst_abs": tally.worst_abs, "worst_rel": tally.worst_rel, "failing_iterations": tally.failing_iterations,
+            "worst_abs": tally.worst_abs, "worst_rel": tally.worst_rel,
+            "worst_rel_beyond_atol": tally.worst_rel_beyond_atol, "failing_iterations": tally.failing_iterations,
             "first_divergence": None if divergence is None else dict(iteration=divergence[0],
                                                                      **_divergence(divergence[1])),
             "local_errors": None if tally.local_errors is None else [e.to_dict() for e in tally.local_errors],

@@ -6,18 +6,17 @@ statistics, histogram and worst elements for failing ones); -v adds the statisti
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from cmpx._version import __version__
 from cmpx.errors import BackendCrashed, BackendFailed, ExitCode, telling_line
-from cmpx.oracle import ORACLE_TRANSFORM
 from cmpx.printable import printable, printable_lines
+from cmpx.reports.advice import hinted, local_error_numbers, lowered, measured_tolerance, pass_options, \
+    rank_local_errors, round_up, tolerance_hint
 from cmpx.reports import oracle_text
 from cmpx.reports.terminal import Progress, paint
 from cmpx.results import LocalError, NonFinite, OutputResult, PairResult, PairTally
-from cmpx.run_options import BY_NAME
 from cmpx.runtimes import labels, linked_note
 
 if TYPE_CHECKING:
@@ -27,7 +26,6 @@ if TYPE_CHECKING:
 
 DETAIL_INDENT = "        "
 HALF_SPACING = {"float16": 2.0 ** -10, "bfloat16": 2.0 ** -7}  # the relative gap between neighbouring values
-LOCAL_ERRORS_SHOWN = 10  # nodes listed by --local-error, failing ones first (the JSON report has every one)
 QUIET, NORMAL, VERBOSE, VERY_VERBOSE = 0, 1, 2, 3
 
 
@@ -44,7 +42,7 @@ class TextReporter:
         self.progress = progress or Progress()
         self.model_outputs = plan.required_outputs  # with marking, other tensors get one line each
         self.transforms = {b.name: b.transform for b in plan.backends if b.transform}
-        self.lowered = {name for name, transform in self.transforms.items() if transform != ORACLE_TRANSFORM}
+        self.lowered = lowered(self.transforms)
         self.needed: dict[tuple[str, str], tuple[float, float]] = {}  # per pair: the tolerances its failures need
         declared = plan.model.outputs if plan.model else ()
         self.narrow = {spec.name: spec.dtype for spec in declared if spec.dtype in HALF_SPACING}
@@ -181,17 +179,12 @@ class TextReporter:
     def _measure(self, pair: PairResult) -> None:
         """Keep the largest minimum tolerances of the failing model outputs of a pair where exactly one side runs a
         lower-precision graph: the summary's hint is what was measured, not a guess."""
-        if len({pair.backend, pair.reference} & self.lowered) != 1:
+        if not hinted(pair.backend in self.lowered, pair.reference in self.lowered):
             return
         key = (pair.backend, pair.reference)
-        atol, rtol = self.needed.get(key, (0.0, 0.0))
-        for output in pair.outputs:
-            if self.model_outputs and output.output not in self.model_outputs:
-                continue  # an intermediate tensor: its errors say where, the outputs' say how much
-            for metric in output.metrics:
-                needed = metric.data.get("min_tolerance") if not metric.passed else None
-                if needed:
-                    atol, rtol = max(atol, needed.get("atol") or 0.0), max(rtol, needed.get("rtol") or 0.0)
+        atol, rtol = measured_tolerance(self.needed.get(key, (0.0, 0.0)), (
+            (metric.passed, metric.data) for output in pair.outputs  # an intermediate tensor's errors say where
+            if not self.model_outputs or output.output in self.model_outputs for metric in output.metrics))
         if atol or rtol:
             self.needed[key] = (atol, rtol)
 
@@ -269,12 +262,10 @@ class TextReporter:
             self.say(f"  FAILED to write {failure}", "FAILED")
         for (backend, reference), (atol, rtol) in self.needed.items():
             transformed = backend if backend in self.lowered else reference
-            options = " or ".join(f"{BY_NAME[name].flag} {round_up(value):g}" for name, value, top in (
-                ("atol", atol, math.inf), ("rtol", rtol, 1)) if 0 < value < top)  # rtol 1: no check at all
+            options = pass_options(atol, rtol)
             if options:
-                self.say(f"  hint: {self.name(transformed)} runs the {self.transforms[transformed]} graph; the "
-                         f"model outputs of {self.name(backend)} vs {self.name(reference)} pass with {options} (the "
-                         "largest minimum tolerance measured, rounded up)")
+                self.say("  hint: " + tolerance_hint(self.name(transformed), self.transforms[transformed],
+                                                     self.name(backend), self.name(reference), options))
         for name, rtol in list(self.narrow_failed.items())[:5]:
             dtype = self.narrow[name]
             self.say(f"  hint: {name} is {dtype} in the model itself, whose neighbouring values are "
@@ -310,42 +301,26 @@ class TextReporter:
 
     def _local_errors(self, tally: PairTally, errors: list[LocalError]) -> None:
         """--local-error: the nodes with the largest errors of their own, and how many fail or inherit."""
-        failing = [e for e in errors if e.passed is False]
-        inheriting = [e for e in errors if e.inheriting]
-        unmeasured = [e for e in errors if e.passed is None]
+        ranking = rank_local_errors(errors)
         self.say(f"Local error of {self.name(tally.backend)} vs {self.name(tally.reference)} (each node run on the "
                  f"reference's values of its inputs, iteration 0; {tally.local_error_seconds or 0:.2f} s): "
-                 f"{len(failing)} of {len(errors)} node output(s) fail on their own, {len(inheriting)} only inherit "
-                 f"an error" + (f", {len(unmeasured)} not measured" if unmeasured else ""),
-                 "FAILED" if failing else None)
-        if self.verbosity == QUIET and not failing:
+                 + ranking.headline(), "FAILED" if ranking.failing else None)
+        if self.verbosity == QUIET and not ranking.failing:
             return
-        # the nodes that fail on their own first (largest first), then the largest of the others: by max abs alone,
-        # nodes that pass by the relative tolerance on large values would hide those that fail
-        shown = sorted(errors, key=lambda e: e.passed is not False)[:LOCAL_ERRORS_SHOWN]
-        for error in shown:
+        for error in ranking.shown:
             where = ", ".join(p for p in (error.node, error.op_type) if p)
             if error.passed is None:
                 self.say(f"  ------  {error.tensor} ({where}): {error.note}")
                 continue
             status = "PASSED" if error.passed else "FAILED"
-            numbers = (f"max abs {error.max_abs:.3g}, max rel {error.max_rel:.3g}" if error.max_abs is not None
-                       and error.max_rel is not None else "no abs/rel statistics (see the metrics of the run)")
             group = f" (with {error.subgraph_nodes - 1} uncompared node(s))" if error.subgraph_nodes > 1 else ""
-            self.say(f"  {status}  {error.tensor} ({where}): {numbers}{group}" +
+            self.say(f"  {status}  {error.tensor} ({where}): {local_error_numbers(error)}{group}" +
                      (" (inheriting: fails in the run)" if error.inheriting else ""), status)
-        if len(errors) > LOCAL_ERRORS_SHOWN:
-            self.say(f"  ... {len(errors) - LOCAL_ERRORS_SHOWN} more (all of them: --report-json, local_errors)")
+        if ranking.more:
+            self.say(f"  ... {ranking.more} more (all of them: --report-json, local_errors)")
 
     def wrote(self, what: str, path: str) -> None:
         self.say(f"wrote {what} to {path}")
-
-
-def round_up(value: float) -> float:
-    """``value`` rounded up to one significant digit: 2.6e-3 -> 3e-3, 0.0017 -> 0.002, 1e-3 -> 1e-3."""
-    exponent = math.floor(math.log10(value))
-    digit = math.ceil(round(value / 10.0 ** exponent, 9))
-    return float(f"{digit}e{exponent}") if digit < 10 else float(f"1e{exponent + 1}")
 
 
 def _reminder(detail: str, limit: int = 160) -> str:
@@ -380,6 +355,9 @@ def _pair_line(tally: PairTally) -> str:
             f"{tally.outputs_passed}/{tally.outputs} outputs passed ({tally.elements} elements)")
     if tally.worst_abs is not None:
         text += f", worst abs {tally.worst_abs:.3g}, worst rel {tally.worst_rel:.3g}"
+        beyond = tally.worst_rel_beyond_atol
+        if beyond is not None and beyond != tally.worst_rel:  # the worst rel is against references near 0
+            text += f" ({beyond:.3g} where |reference| > atol)"
     return text
 
 
