@@ -3,9 +3,9 @@ against pickling through a multiprocessing pipe, measured in one run.
 
     python bench/transport.py [--mib 256] [--repeat 5]
 
-cmpx's figure is the real path: the worker copies the backend's array into a shared-memory segment (reused and
-still mapped from the previous iteration, as in a run) and the coordinator maps it (through the same mapping
-cache a run uses) and reads every byte (a sum over it). The pipe's figure also includes that read; the ratios
+cmpx's figure is the real path (cmpx.transport.live, as a run talks to its workers): the worker copies the
+backend's array into a shared-memory segment (reused and still mapped from the previous iteration, as in a run)
+and the coordinator maps it (through the same mapping cache a run uses) and reads every byte (a sum over it). The pipe's figure also includes that read; the ratios
 take it out again.
 """
 
@@ -23,8 +23,21 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "plugins"))
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [os.path.join(HERE, "plugins"), os.environ.get("PYTHONPATH")]))
 
-from cmpx.transport import shm, supervisor  # noqa: E402
-from cmpx.plugins import PluginSettings  # noqa: E402
+from cmpx.errors import BackendFailed  # noqa: E402
+from cmpx.plan import BackendPlan  # noqa: E402
+from cmpx.plugins import PluginSettings, make_plugin_manager  # noqa: E402
+from cmpx.transport import supervisor  # noqa: E402
+from cmpx.transport.live import LiveBackends  # noqa: E402
+from cmpx.transport.pool import worker_environment  # noqa: E402
+from cmpx.transport.runspace import RunSpace  # noqa: E402
+
+
+def answered(replies):
+    """The one worker's answer; its failure raised."""
+    [reply] = replies.values()
+    if isinstance(reply, BackendFailed):
+        raise reply
+    return reply
 
 
 def best(function, repeat):
@@ -52,34 +65,29 @@ def main() -> None:
     memcpy = best(lambda: np.copyto(target, blob), args.repeat)
 
     settings = PluginSettings(extra=("cmpx_bench_blob",))
-    worker = supervisor.start_worker("blob", dict(os.environ), setup={
-        "backend": "blob", "target": "cmpx_bench_blob:BlobBackend", "plugins": settings.to_message()})
-    prefix = shm.new_run_prefix()
-    mappings = shm.MappingCache(768 << 20)
+    spec = make_plugin_manager(autoload=False, extra=settings.extra).backends.get("blob")
+    backend = BackendPlan("blob", spec, {"mib": str(args.mib)})
+    space = RunSpace()
+    worker = supervisor.assign(supervisor.spawn_worker(worker_environment()), backend, settings)
+    live = LiveBackends([backend], {"blob": worker}, space.prefix, {"blob": 60.0})
     try:
-        supervisor.wait_replies([worker], "hello", "start", 60)
-        supervisor.send(worker, {"op": "load", "id": 1, "backend": "blob", "options": {"mib": str(args.mib)},
-                                 "model": "-", "mark": [], "plugins": settings.to_message()}, "load")
-        supervisor.wait_replies([worker], "ready", "load", 60)
+        answered(live.start())
+        answered(live.load({"blob": ("-", ())}))
 
         def through_shared_memory():
-            request = worker.next_id()
-            supervisor.send(worker, {"op": "infer", "id": request, "inputs": [], "out_prefix": prefix + "o"},
-                            "infer")
-            reply = supervisor.wait_replies([worker], "result", "infer", 60, {"blob": request})["blob"]
-            [descriptor] = reply["outputs"]
-            segment = mappings.get(descriptor["segment"])
-            array = shm.read_tensors([descriptor], {segment.name: segment})["blob"]
-            float(array.sum(dtype=np.float64))  # the coordinator reads every byte
-            del array
-            mappings.put(segment)
+            reply = answered(live.results(live.infer({"blob": []}, "p0")))
+            source = live.iteration_outputs({"blob": reply})["blob"]
+            float(source.load("blob").sum(dtype=np.float64))  # the coordinator reads every byte
+            source.release_all()
 
         through_shared_memory()  # the first iteration creates the segment; later ones reuse it
         shared = best(through_shared_memory, args.repeat)
     finally:
-        mappings.close()
-        supervisor.release(worker)
-        shm.sweep(prefix)
+        try:
+            live.free_segments()
+            supervisor.release(worker)
+        finally:
+            space.close()
 
     parent, child = multiprocessing.Pipe()
     sender = multiprocessing.get_context("spawn").Process(target=pickled_sender, args=(child, args.mib))

@@ -49,6 +49,8 @@ class Summary:
         if self.count == 0:
             return 0.0
         if name == "quantile":
+            if q is None:
+                raise ValueError("the quantile statistic needs its quantile q")
             return self.quantiles[q]
         return {"max": self.max, "mean": self.mean, "median": self.median}[name]
 
@@ -56,8 +58,8 @@ class Summary:
 @dataclass(frozen=True)
 class WorstElement:
     index: tuple[int, ...]
-    actual: float
-    reference: float
+    actual: float | complex
+    reference: float | complex
     absdiff: float
     reldiff: float
 
@@ -76,10 +78,45 @@ class ErrorStats:
     min_rtol: float = 0.0  # smallest rtol that passes element-wise at this atol (computed when mismatches)
     sample: Any = None  # a cmpx.results.ErrorSample of the elements, when asked for (plots)
     reference_peak: float = 0.0  # the largest |reference| (floats; NaN ignored; 0 for integers and bools)
+    beyond_atol: BeyondAtol | None = None  # the relative error where it means something (see BeyondAtol)
 
     @property
     def size(self) -> int:
         return self.abs.count
+
+
+@dataclass
+class BeyondAtol:
+    """The relative error over the elements whose |reference| exceeds atol (NaN references excluded). Against a
+    reference at or near zero the relative error explodes (an exact zero divides by 2.2e-16), though the element
+    passes by atol: over the others it says how far off the values that count are. ``count`` such elements; the
+    largest relative error among them (NaN if any is NaN; None if there are none) at flat index ``max_index``."""
+
+    atol: float
+    count: int = 0
+    max: float | None = None
+    max_index: int = -1
+
+    def add(self, reldiff: np.ndarray, reference: np.ndarray, offset: int, mask: np.ndarray) -> None:
+        """Account for one chunk (``mask``: a bool buffer of at least its size)."""
+        n = reldiff.size
+        mask = mask[:n]
+        threshold = np.float64(self.atol)  # compared in float64: a float16 reference must not round atol
+        if reference.dtype.kind == "c":
+            np.greater(np.abs(reference), threshold, out=mask)
+        else:  # both signs without abs(), which wraps the smallest integer
+            with np.errstate(invalid="ignore"):
+                np.greater(reference, threshold, out=mask)
+                mask |= np.less(reference, -threshold)
+        found = int(np.count_nonzero(mask))
+        if not found:
+            return
+        self.count += found
+        peak = float(np.max(reldiff, where=mask, initial=-np.inf))
+        if self.max is not None and (math.isnan(self.max) or not (math.isnan(peak) or peak > self.max)):
+            return  # the first NaN, or the first occurrence of the largest value, stays
+        hits = np.isnan(reldiff) if math.isnan(peak) else reldiff == peak
+        self.max, self.max_index = peak, offset + int(np.flatnonzero(hits & mask)[0])
 
 
 class _Accumulator:
@@ -150,10 +187,12 @@ def error_stats(actual: np.ndarray, reference: np.ndarray, *, atol: float, rtol:
     abs_acc, rel_acc = _Accumulator(chunk), _Accumulator(chunk)
     masks = np.empty((3, chunk), bool)
     mismatches = 0
+    beyond = BeyondAtol(atol)
     for offset, a, b in _chunks(actual, reference):
         absdiff, reldiff = diffs.compute(a, b)
         abs_acc.add(absdiff, offset)
         rel_acc.add(reldiff, offset)
+        beyond.add(reldiff, b, offset, masks[0])
         abs_fails = _fails(absdiff, atol, masks[0], masks[2])
         rel_fails = _fails(reldiff, rtol, masks[1], masks[2])
         mismatches += int(np.count_nonzero(np.logical_and(abs_fails, rel_fails, out=abs_fails)))
@@ -161,7 +200,7 @@ def error_stats(actual: np.ndarray, reference: np.ndarray, *, atol: float, rtol:
         acc.finish_pass1()
     wanted = tuple(dict.fromkeys((*REPORTED_QUANTILES, *quantiles)))
     stats = ErrorStats(actual.shape, plan, abs_acc.summary, rel_acc.summary, mismatches, [],
-                       reference_peak=diffs.reference_peak)
+                       reference_peak=diffs.reference_peak, beyond_atol=beyond)
     largest = _pass2(actual, reference, stats, abs_acc, rel_acc, wanted, (atol, rtol), nan_equal, inf_equal,
                      worst_count(samples))
     if samples and stats.size:
@@ -199,7 +238,7 @@ def _pass2(actual: np.ndarray, reference: np.ndarray, stats: ErrorStats, abs_acc
             acc.summary.quantiles = {q: 0.0 for q in wanted}
         return []
     atol, rtol = tolerances
-    selectors = []
+    selectors: list[RankSelector | None] = []
     for acc in (abs_acc, rel_acc):
         s = acc.summary
         if s.nan_count or s.min == s.max:  # NaN poisons quantiles (as in numpy); constant arrays need no search
@@ -243,7 +282,7 @@ def _worst_element(actual: np.ndarray, reference: np.ndarray, plan: DiffPlan, fl
     return WorstElement(index, _scalar(a[0]), _scalar(b[0]), float(absdiff[0]), float(reldiff[0]))
 
 
-def _scalar(value) -> float:
+def _scalar(value: Any) -> float | complex:
     value = np.asarray(value)
     if value.dtype.kind == "c":
         return complex(value)

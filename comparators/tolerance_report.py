@@ -10,7 +10,7 @@ import numpy as np
 
 from cmpx.comparison.compare import OutputSettings
 from cmpx.results import MetricResult
-from cmpx_comparators.errors import ErrorStats, Summary
+from cmpx_comparators.errors import BeyondAtol, ErrorStats, Summary
 
 HISTOGRAM_WIDTH = 30
 
@@ -44,6 +44,9 @@ def tolerance_result(name: str, stat: str, stats: ErrorStats, s: OutputSettings)
         required = {"atol": abs_value, "rtol": rel_value}
     summary = (f"max abs {stats.abs.max:.3g} at {_index(stats, stats.abs)}, "
                f"max rel {stats.rel.max:.3g} at {_index(stats, stats.rel)}")
+    beyond = stats.beyond_atol
+    if beyond is not None and beyond.count < stats.size and beyond.max != stats.rel.max:
+        summary += f" ({beyond_atol_text(beyond)})"  # the largest rel error is against references near 0
     if stats.mismatches:
         summary += f", {stats.mismatches}/{stats.size} elements beyond both tolerances"
     if stats.abs.nan_count and not passed:  # no tolerance passes a NaN error: say where they come from
@@ -64,8 +67,22 @@ def tolerance_result(name: str, stat: str, stats: ErrorStats, s: OutputSettings)
                             "reference_max": stats.reference_peak,
                             "cannot_fail": passed and cannot_fail(stats.reference_peak, s.atol),
                             "abs": _summary_data(stats, stats.abs), "rel": _summary_data(stats, stats.rel),
+                            "rel_beyond_atol": None if beyond is None else _beyond_data(stats, beyond),
                             "abs_histogram": [list(row) for row in stats.abs.histogram],
                             "rel_histogram": [list(row) for row in stats.rel.histogram]}, sample=stats.sample)
+
+
+def beyond_atol_text(beyond: BeyondAtol) -> str:
+    """How the report says the relative error where |reference| > atol."""
+    if beyond.max is None:
+        return f"no |reference| > atol {beyond.atol:g}"
+    return f"max rel {beyond.max:.3g} where |reference| > atol {beyond.atol:g}"
+
+
+def _beyond_data(stats: ErrorStats, beyond: BeyondAtol) -> dict:
+    return {"threshold": beyond.atol, "elements": beyond.count, "max": beyond.max,
+            "max_index": [int(i) for i in np.unravel_index(beyond.max_index, stats.shape)]
+            if beyond.max_index >= 0 and stats.shape else []}
 
 
 def _index(stats: ErrorStats, summary: Summary) -> str:

@@ -4,9 +4,13 @@ Running comparisons from Python: ``cmpx.run(model, backends=[...], **options)`` 
 errors are ``cmpx.UsageError`` (and ``ModelError``, ``PluginError``), ``cmpx.BackendFailed``,
 ``cmpx.RunInterrupted``; ``cmpx.ExitCode`` names the exit codes. See docs/api.md.
 
-Writing plugins: ``hookimpl`` marks hook implementations, ``Backend`` is the class a backend subclasses,
-``BackendOption`` declares a backend's own options, ``TensorSpec`` describes a model in a backend's own format,
-``MetricResult`` and ``ComparisonContext`` are what a metric returns and receives. See docs/plugins.md.
+Writing plugins: ``hookimpl`` marks hook implementations, which receive a ``BackendRegistry``,
+``DataLoaderRegistry``, ``MetricRegistry`` or ``TransformRegistry``; ``Backend`` is the class a backend subclasses,
+``BackendOption`` declares a backend's own options, ``TensorSpec`` describes a tensor (``read_model`` reads an ONNX
+model's ``ModelInfo``; ``exposed_model`` makes the ONNX model that also returns marked tensors); ``MetricResult`` and
+``ComparisonContext`` are what a metric returns and receives; ``DataOptions`` and ``TransformOptions`` are what a
+data loader's and a model transform's factory receive (``load_for_transform`` and ``save_model`` handle models with
+external data). See docs/plugins.md: these names are the whole plugin API, and plugins import nothing else of cmpx.
 
 Everything but ``Backend`` is imported on first use: a worker process that only runs a backend needs neither
 pluggy nor the comparison code.
@@ -22,25 +26,39 @@ if TYPE_CHECKING:
     from cmpx.errors import BackendCrashed, BackendFailed, BackendTimeout, CmpxError, ExitCode, ModelError, \
         PluginError, UsageError
     from cmpx.hookspecs import hookimpl
-    from cmpx.model.info import TensorSpec
-    from cmpx.registry import BackendOption
+    from cmpx.loaders.options import DataOptions
+    from cmpx.model.graph import exposed_model
+    from cmpx.model.info import ModelInfo, TensorSpec, read_model
+    from cmpx.registry import BackendOption, BackendRegistry, DataLoaderRegistry, MetricRegistry, TransformRegistry
     from cmpx.report import Report
     from cmpx.report_data import RunInterrupted
-    from cmpx.results import MetricResult
+    from cmpx.results import LocalError, MetricResult, OutputResult, PairResult, PairTally
+    from cmpx.transforms.options import TransformOptions
+    from cmpx.transforms.saving import load_for_transform, save_model
 
 from cmpx._version import __version__
 
 _LAZY = {
-    "run": "cmpx.api", "Report": "cmpx.report", "hookimpl": "cmpx.hookspecs", "BackendOption": "cmpx.registry",
-    "TensorSpec": "cmpx.model.info", "MetricResult": "cmpx.results", "ComparisonContext": "cmpx.comparison.compare",
+    "run": "cmpx.api", "Report": "cmpx.report", "hookimpl": "cmpx.hookspecs",
+    "ComparisonContext": "cmpx.comparison.compare",
+    **dict.fromkeys(("BackendOption", "BackendRegistry", "DataLoaderRegistry", "MetricRegistry", "TransformRegistry"),
+                    "cmpx.registry"),
+    **dict.fromkeys(("TensorSpec", "ModelInfo", "read_model"), "cmpx.model.info"),
+    **dict.fromkeys(("MetricResult", "OutputResult", "PairResult", "PairTally", "LocalError"), "cmpx.results"),
+    "exposed_model": "cmpx.model.graph", "DataOptions": "cmpx.loaders.options",
+    "TransformOptions": "cmpx.transforms.options",
+    **dict.fromkeys(("load_for_transform", "save_model"), "cmpx.transforms.saving"),
     **dict.fromkeys(("CmpxError", "UsageError", "ModelError", "PluginError", "BackendFailed", "BackendCrashed",
                      "BackendTimeout", "ExitCode"), "cmpx.errors"),
     "RunInterrupted": "cmpx.report_data",
 }
 
-__all__ = ["Backend", "BackendCrashed", "BackendFailed", "BackendOption", "BackendTimeout", "CmpxError",
-           "ComparisonContext", "ExitCode", "MetricResult", "ModelError", "PluginError", "Report", "RunInterrupted",
-           "TensorSpec", "UsageError", "__version__", "hookimpl", "run"]
+__all__ = ["Backend", "BackendCrashed", "BackendFailed", "BackendOption", "BackendRegistry", "BackendTimeout",
+           "CmpxError", "ComparisonContext", "DataLoaderRegistry", "DataOptions", "ExitCode", "LocalError",
+           "MetricRegistry", "MetricResult", "ModelError", "ModelInfo", "OutputResult", "PairResult", "PairTally",
+           "PluginError", "Report", "RunInterrupted", "TensorSpec", "TransformOptions", "TransformRegistry",
+           "UsageError", "__version__", "exposed_model", "hookimpl", "load_for_transform", "read_model", "run",
+           "save_model"]
 
 
 def __getattr__(name: str) -> Any:

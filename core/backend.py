@@ -6,6 +6,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from cmpx.model.info import TensorSpec
 
 
@@ -16,7 +18,7 @@ class Backend:
     the options the backend declared when it was registered (``--<backend>-<option>`` on the command line),
     keyed by option name. A backend registered with ``supports_marking=True`` finds in ``self.marked``, before
     :meth:`load`, the names of intermediate tensors to return from :meth:`infer` besides the model's outputs
-    (``--onnx-outputs``, ``--mark-all``); :func:`cmpx.model.graph.exposed_model` makes the ONNX graph that does so.
+    (``--onnx-outputs``, ``--mark-all``); :func:`cmpx.exposed_model` makes the ONNX graph that does so.
     """
 
     def __init__(self, options: Mapping[str, Any] | None = None):
@@ -36,7 +38,8 @@ class Backend:
         name -> numpy array. The returned arrays are copied into shared memory by the worker."""
         raise NotImplementedError(f"{type(self).__name__} does not implement infer()")
 
-    def infer_into(self, feeds: dict[str, Any], allocate: Any) -> dict[str, Any]:
+    def infer_into(self, feeds: dict[str, Any], allocate: Callable[[str, Any, tuple[int, ...]], np.ndarray]
+                   ) -> dict[str, Any]:
         """Optional: like :meth:`infer`, but an output may be written straight into shared memory.
         ``allocate(name, dtype, shape)`` returns a writable numpy array in a segment the coordinator reads;
         return that very array for the output and the worker copies nothing. The default calls :meth:`infer`."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -21,17 +21,12 @@ from cmpx.runtimes import labels
 from cmpx.transport.foreign import runtime_from_hello
 from cmpx.saved.cmpx_format import RunWriter
 from cmpx.saved.polygraphy_writer import run_writer
-from cmpx.transport import runspace, supervisor
-from cmpx.transport.arena import MappingCache, ReusedSegments
-from cmpx.transport.messages import Infer
+from cmpx.transport.live import LiveBackends, OnWait, Replies, Reply
 from cmpx.transport.sources import TensorSource
+from cmpx.transport.supervisor import Worker
 
 if TYPE_CHECKING:
     from cmpx.local_error.keeper import ReferenceKeeper
-
-CLOSE_TIMEOUT_SECONDS = 10.0
-START_TIMEOUT_SECONDS = 60.0  # from spawning a worker to its hello, or --timeout where that is longer
-MAPPING_BUDGET = 768 << 20  # an iteration's outputs up to this size stay mapped between iterations
 
 
 @dataclass
@@ -39,18 +34,15 @@ class _Run:
     plan: RunPlan
     reporter: Reporter
     result: RunResult
-    prefix: str
-    workers: dict[str, supervisor.Worker] = field(default_factory=dict)
+    backends: LiveBackends  # the live backends' workers and the run's segments
     inputs_writer: RunWriter | None = None
     outputs_writer: RunWriter | None = None
     comparer: IterationComparer | None = None
     keeper: ReferenceKeeper | None = None  # --local-error
-    inputs: ReusedSegments = field(default_factory=ReusedSegments)
-    mappings: MappingCache = field(default_factory=lambda: MappingCache(MAPPING_BUDGET))
 
 
 def execute(plan: RunPlan, feeds: Iterator[Mapping[str, Any]] | None, reporter: Reporter,
-            workers: Mapping[str, supervisor.Worker], result: RunResult, prefix: str) -> RunResult:
+            workers: Mapping[str, Worker], result: RunResult, prefix: str) -> RunResult:
     """Run ``plan`` over ``feeds`` (one mapping per iteration; None when only saved runs are compared) on
     ``workers`` (one per live backend, just assigned), recording into ``result`` as it goes: an interrupted run
     keeps everything that finished. Segments are named with the run's ``prefix``. Closes the workers when done,
@@ -58,13 +50,11 @@ def execute(plan: RunPlan, feeds: Iterator[Mapping[str, Any]] | None, reporter: 
 
     Never leaves a segment or an open file behind.
     """
-    run = _Run(plan, reporter, result, prefix, {b.name: workers[b.name] for b in plan.backends})
+    run = _Run(plan, reporter, result, LiveBackends(plan.backends, workers, prefix, plan.timeouts))
     for _, error in plan.dropped:  # their model transform failed: reported, never run
         _collect(run, {error.backend: error})
     with contextlib.ExitStack() as cleanup:
-        cleanup.callback(runspace.sweep, run.prefix)
-        cleanup.callback(run.inputs.close)
-        cleanup.callback(run.mappings.close)
+        cleanup.callback(run.backends.free_segments)
         model_path = plan.model.path if plan.model else None
         if plan.save_inputs:
             run.inputs_writer = run_writer(plan.save_inputs, "inputs", model_path, "--save-inputs")
@@ -85,8 +75,8 @@ def execute(plan: RunPlan, feeds: Iterator[Mapping[str, Any]] | None, reporter: 
         if run.keeper is not None:  # each node's own error, in the workers still loaded, before they close
             from cmpx.local_error.measure import measure_local_errors
 
-            measure_local_errors(plan, run.workers, run.keeper, reporter, result, run.prefix)
-        _close_workers(run)
+            measure_local_errors(plan, run.backends, run.keeper, reporter, result)
+        _collect(run, run.backends.close_workers())
     return result
 
 
@@ -106,6 +96,8 @@ def _iterate(run: _Run, feeds: Iterator[Mapping[str, Any]] | None) -> None:
     the loader to make feed i+1."""
     plan = run.plan
     prefetch = Prefetcher(feeds if feeds is not None else itertools.repeat({}), plan.iterations)
+    comparer = run.comparer
+    assert comparer is not None, "the comparer is made before the first iteration"
     try:
         if plan.slicing is not None:
             _iterate_sliced(run, prefetch)
@@ -117,7 +109,7 @@ def _iterate(run: _Run, feeds: Iterator[Mapping[str, Any]] | None) -> None:
             if prefetch.ready() and _overlap_fits(sources):
                 following = _next_dispatch(run, prefetch, inflight.iteration + 1)
             try:
-                run.comparer.compare(inflight.iteration, inflight.digest, sources)
+                comparer.compare(inflight.iteration, inflight.digest, sources)
             finally:
                 for source in sources.values():
                     source.release_all()
@@ -134,23 +126,25 @@ def _iterate(run: _Run, feeds: Iterator[Mapping[str, Any]] | None) -> None:
 
 def _iterate_sliced(run: _Run, prefetch: Prefetcher) -> None:
     """Iterations one after another, each slice by slice (cmpx.slicing.runner)."""
-    from cmpx.slicing.runner import run_sliced_iteration
+    from cmpx.slicing.runner import SlicedRunner
 
+    assert run.comparer is not None and run.plan.slicing is not None
+    runner = SlicedRunner(run.backends, run.plan, run.plan.slicing, run.comparer, run.reporter, run.result,
+                          lambda replies: _collect(run, replies))
     for iteration in itertools.count():
-        if run.result.stopped_early or not any(w.alive for w in run.workers.values()):
+        if run.result.stopped_early or not run.backends.alive():
             return
         feed = prefetch.take()
         if feed is None:
             return
         digest = _digest(run, iteration, feed)
-        run_sliced_iteration(run, iteration, feed, digest, lambda replies: _collect(run, replies),
-                             lambda phase: _progress(run, phase))
+        runner.run(iteration, feed, digest)
         run.result.iterations = iteration + 1
 
 
 def _next_dispatch(run: _Run, prefetch: Prefetcher, iteration: int) -> _Inflight | None:
     """Hand iteration ``iteration`` to the workers, if there is a feed for it and a live backend to run it."""
-    if run.result.stopped_early or (run.plan.backends and not any(w.alive for w in run.workers.values())):
+    if run.result.stopped_early or (run.plan.backends and not run.backends.alive()):
         return None
     feed = prefetch.take()
     return _dispatch(run, iteration, feed) if feed is not None else None
@@ -179,31 +173,25 @@ def _start_and_load(run: _Run) -> None:
 
 
 def _start(run: _Run) -> None:
-    # Starting (a fresh interpreter saying hello) is not a load or an inference: it has its own limit, so that a
-    # short --timeout meant for a hanging load does not fail an interpreter that is slow to start on a busy machine.
-    start_limits = {name: max(seconds, START_TIMEOUT_SECONDS) for name, seconds in run.plan.timeouts.items()}
-    hellos = _collect(run, supervisor.wait_replies(run.workers.values(), "hello", "start", start_limits,
-                                                   on_wait=_progress(run, "starting")))
+    hellos = _collect(run, run.backends.start(on_wait=_progress(run, "starting")))
     for backend in run.plan.backends:
         if backend.name in hellos:
-            worker = run.workers[backend.name]
+            worker = run.backends.workers[backend.name]
             run.result.runtimes[backend.name] = runtime_from_hello(hellos[backend.name], backend.python is not None,
-                                                           worker.code_dir)
+                                                                   worker.code_dir)
 
 
 def _load(run: _Run) -> None:
     plan = run.plan
-    ids = {}
+    models: dict[str, tuple[str, Sequence[str]]] = {}
     for backend in plan.backends:
-        worker = run.workers[backend.name]
-        ids[backend.name] = worker.next_id()
-        mark = plan.mark if backend.spec.supports_marking else ()
-        model = backend.model_path or plan.model_file or plan.model.path
+        mark: Sequence[str] = plan.mark if backend.spec.supports_marking else ()
+        model = backend.model_path or plan.model_file or (plan.model.path if plan.model else None)
+        assert model is not None, "a run with live backends has a model"
         if plan.slicing is not None and backend.name in plan.slicing.models:  # sliced: its first slice
             model, mark = plan.slicing.models[backend.name].files[0], ()
-        supervisor.send(worker, supervisor.load_request("load", ids[backend.name], backend, model, mark), "load")
-    replies = supervisor.wait_replies(run.workers.values(), "ready", "load", plan.timeouts, ids,
-                                      on_wait=_progress(run, "loading"))
+        models[backend.name] = (model, mark)
+    replies = run.backends.load(models, on_wait=_progress(run, "loading"))
     for name, reply in _collect(run, replies).items():
         run.result.load_seconds[name] = reply["seconds"]
         runtime = run.result.runtimes.get(name)
@@ -220,18 +208,11 @@ def _describe_sources(run: _Run, writer: RunWriter) -> None:
                                "environment": runtime.place})
 
 
-def _progress(run: _Run, phase: str):
+def _progress(run: _Run, phase: str) -> OnWait:
     return lambda pending, elapsed, status: run.reporter.waiting(phase, pending, elapsed, status)
 
 
-def _close_workers(run: _Run) -> None:
-    alive = [w for w in run.workers.values() if w.alive]
-    for worker in alive:
-        supervisor.send(worker, {"op": "close", "id": worker.next_id()}, "close")
-    _collect(run, supervisor.wait_replies(alive, "bye", "close", CLOSE_TIMEOUT_SECONDS))
-
-
-def _collect(run: _Run, replies: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+def _collect(run: _Run, replies: Replies) -> dict[str, Reply]:
     """Record the failures among ``replies``; return the successful ones."""
     ok = {}
     for name, reply in replies.items():
@@ -259,20 +240,14 @@ def _dispatch(run: _Run, iteration: int, feed: Mapping[str, Any]) -> _Inflight:
     plan = run.plan
     digest = _digest(run, iteration, feed)
     inflight = _Inflight(iteration, digest)
-    alive = {name: w for name, w in run.workers.items() if w.alive}
+    alive = run.backends.alive()
     if not alive:
         return inflight
-    parity = iteration % 2
-    descriptors = run.inputs.write(f"{run.prefix}in{parity}", feed)
+    key = f"p{iteration % 2}"  # this iteration's half of the double-buffered segments
+    descriptors = run.backends.write_inputs(feed, key)
     del feed
-    for index, (name, worker) in enumerate(run.workers.items()):
-        if name in alive:
-            inflight.ids[name] = worker.next_id()
-            request: Infer = {"op": "infer", "id": inflight.ids[name], "inputs": descriptors,
-                              "out_prefix": f"{run.prefix}o{index}p{parity}"}
-            if iteration == 0 and plan.warm_up:
-                request["warm_up"] = plan.warm_up
-            supervisor.send(worker, request, "infer")
+    inflight.ids = run.backends.infer(dict.fromkeys(alive, descriptors), key,
+                                      warm_up=plan.warm_up if iteration == 0 else 0)
     return inflight
 
 
@@ -292,15 +267,9 @@ def _digest(run: _Run, iteration: int, feed: Mapping[str, Any]) -> str | None:
 
 def _receive(run: _Run, inflight: _Inflight) -> dict[str, TensorSource]:
     """Each live backend's outputs, left in shared memory until loaded."""
-    waiting = [run.workers[name] for name in inflight.ids]
-    replies = _collect(run, supervisor.wait_replies(waiting, "result", "infer", run.plan.timeouts, inflight.ids,
-                                                    on_wait=_progress(run, f"iteration {inflight.iteration}")))
-    sources = {}
-    for name in run.workers:  # command-line order
-        if name in replies:
-            sources[name] = TensorSource(descriptors={d["name"]: d for d in replies[name]["outputs"]})
-            run.result.add_timing(name, replies[name]["seconds"])
-    if sum(source.nbytes for source in sources.values()) <= run.mappings.budget:
-        for source in sources.values():  # small enough to keep mapped: the next iterations map nothing
-            source.mappings = run.mappings
+    replies = _collect(run, run.backends.results(inflight.ids,
+                                                 on_wait=_progress(run, f"iteration {inflight.iteration}")))
+    sources = run.backends.iteration_outputs(replies)
+    for name in sources:  # command-line order
+        run.result.add_timing(name, replies[name]["seconds"])
     return sources

@@ -61,7 +61,7 @@ def register_data_loaders(registry: DataLoaderRegistry) -> None:
     """Register data loaders, which produce the input feeds for every iteration.
 
     Call ``registry.add(name, factory, description=..., generates=False, default=False, selected_by=None)``.
-    ``factory(options)``, given a :class:`cmpx.loaders.options.DataOptions` (seed, iterations, value ranges,
+    ``factory(options)``, given a :class:`cmpx.DataOptions` (seed, iterations, value ranges,
     paths, script), returns an object with a ``feeds(inputs)`` method yielding one ``{input name: numpy array}``
     dict per iteration, where ``inputs`` is a sequence of :class:`cmpx.TensorSpec` (concrete shapes for a loader
     that ``generates`` data). ``default``: used when nothing selects a loader; ``selected_by``: the run option
@@ -94,7 +94,7 @@ def register_model_transforms(registry: TransformRegistry) -> None:
     """Register model transforms: graph rewrites a backend can run, such as reduced precision.
 
     Call ``registry.add(name, factory, description=...)``. ``factory(options)`` gets a
-    :class:`cmpx.transforms.options.TransformOptions` and returns an object with
+    :class:`cmpx.TransformOptions` and returns an object with
     ``apply(model_path, output_path, calibration)`` that writes the transformed ONNX model to ``output_path``;
     ``calibration(count)`` yields up to ``count`` input feeds from the run's data loader (for calibration).
     Users select a transform per backend with ``--backend NAME:TRANSFORM`` (for example ``onnxrt:fp16``).

@@ -60,7 +60,7 @@ def entry_points(group: str, paths: Sequence[str] | None = None) -> list[EntryPo
     folders = _info_folders(paths)
     if folders is None:
         return _entry_points_from_importlib(group)
-    found = []
+    found: list[EntryPoint] = []
     for folder in folders.values():
         pairs = list(_section(_read(os.path.join(folder, "entry_points.txt")) or "", group))
         if pairs:

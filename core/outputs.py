@@ -70,10 +70,11 @@ class AtomicFile:
         self.path = path
         directory = os.path.dirname(os.path.abspath(path))
         with self.failing():
+            self.temporary: str | None
             fd, self.temporary = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".partial",
                                                   dir=directory)
             os.fchmod(fd, _creation_mode())  # mkstemp makes it private; a report is as readable as any new file
-            self.file: IO = os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"}))
+            self.file: IO = os.fdopen(fd, mode, encoding=None if "b" in mode else "utf-8")
 
     @contextmanager
     def failing(self) -> Iterator[None]:
@@ -86,6 +87,8 @@ class AtomicFile:
                 from None
 
     def commit(self) -> None:
+        if self.temporary is None:
+            raise ValueError(f"{self.path}: committed or abandoned already")
         with self.failing():
             self.file.close()
             os.replace(self.temporary, self.path)
@@ -98,15 +101,16 @@ class AtomicFile:
                 file.close()
             except OSError:
                 pass
-        if getattr(self, "temporary", None) is not None:
+        temporary = getattr(self, "temporary", None)
+        if temporary is not None:
             try:
-                os.unlink(self.temporary)
+                os.unlink(temporary)
             except OSError:
                 pass
             self.temporary = None
 
 
-def write_file(option: str, path: str, write: Callable[[IO], None], mode: str = "w") -> None:
+def write_file(option: str, path: str, write: Callable[[IO], object], mode: str = "w") -> None:
     """Write ``path`` at once with ``write(file)``, atomically (see AtomicFile)."""
     target = AtomicFile(option, path, mode)
     try:

@@ -13,6 +13,10 @@ from cmpx.registry import BackendSpec
 
 if TYPE_CHECKING:
     from cmpx.errors import BackendFailed
+    from cmpx.model.graph import TensorGraph
+    from cmpx.model.value_ranges import InputRange
+    from cmpx.saved.model import SavedSource
+    from cmpx.slicing.planning import SlicingPlan
 
 
 @dataclass(frozen=True)
@@ -41,10 +45,10 @@ class BackendPlan:
 
 @dataclass(frozen=True)
 class SavedBackend:
-    """Saved outputs taking part as a backend (--load-outputs); ``source`` is a cmpx.saved.model.SavedSource."""
+    """Saved outputs taking part as a backend (--load-outputs)."""
 
     name: str
-    source: Any
+    source: SavedSource
     path: str
 
 
@@ -63,7 +67,7 @@ class RunPlan:
     iterations: int | None = None  # known in advance for synthetic data and saved-only comparisons
     mark: Sequence[str] = ()  # intermediate tensors exposed by backends that support marking
     mark_all: bool = False  # every tensor marked (--mark-all, --onnx-outputs mark all / '*'): the text report tallies
-    graph: Any = None  # the model's cmpx.model.graph.TensorGraph when tensors are marked (for the first divergence)
+    graph: TensorGraph | None = None  # the model's graph when tensors are marked (for the first divergence)
     show_unmatched: bool = False
     dropped: Sequence[tuple[BackendPlan, BackendFailed]] = ()  # backends whose model transform failed
     output_map: Mapping[str, str] = field(default_factory=dict)  # --output-map A=B: tensor B compared as A
@@ -71,9 +75,10 @@ class RunPlan:
     warm_up: int = 0  # --warm-up: untimed inferences before the first timed one
     model_file: str | None = None  # the file backends load (beside its external data: --external-data-dir)
     local_error_dir: str | None = None  # --local-error: where the reference's values of iteration 0 are kept
-    data_ranges: Sequence[Any] = ()  # cmpx.model.value_ranges.InputRange of each integer input of synthetic data
+    data_ranges: Sequence[InputRange] = ()  # the range of each integer input of synthetic data
     excluded: frozenset[str] = frozenset()  # model outputs left out with --onnx-exclude-outputs: never compared
-    slicing: Any = None  # a cmpx.slicing.planning.SlicingPlan when the marked tensors exceed the memory budget
+    slicing: SlicingPlan | None = None  # when the marked tensors exceed the memory budget
+    oracle: str | None = None  # the backend every other one is also measured against (cmpx.comparison.oracle)
 
     @property
     def required_outputs(self) -> frozenset[str]:

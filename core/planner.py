@@ -7,22 +7,26 @@ import fnmatch
 import itertools
 import os
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cmpx.argtypes import ValueRange, check_names
+from cmpx.comparison.oracle import oracle_of
 from cmpx.comparison.output_map import resolve_output_map
 from cmpx.comparison.pairing import check_reference, comparison_pairs, instance_names
 from cmpx.errors import BackendFailed, CmpxError, ModelError, RemoteTraceback, UsageError, bounded
 from cmpx.loaders.options import DataOptions
-from cmpx.loaders.preparing import Feeds, check_input_sizes, fitted, input_map_of, peeked, warn_widened
-from cmpx.model.info import ModelInfo, read_model
+from cmpx.loaders.preparing import Feeds, check_input_sizes, fed_shapes, fitted, input_map_of, peeked, \
+    warn_widened
+from cmpx.model.info import ModelInfo, TensorSpec, read_model
 from cmpx.model.shapes import resolve_input_shapes
 from cmpx.plan import BackendPlan, RunPlan, SavedBackend
 from cmpx.preflight import Preflight
 from cmpx.request import RunRequest
 
+if TYPE_CHECKING:
+    from cmpx.model.value_ranges import InputRange
 
 
 def build_plan(checked: Preflight, warn: Callable[[str], None], scratch: str | None = None,
@@ -44,8 +48,9 @@ def build_plan(checked: Preflight, warn: Callable[[str], None], scratch: str | N
         raise UsageError(f"cmpx run needs a --backend to run, or at least two saved runs to compare (got "
                          f"{len(names)}); available backends: {', '.join(plugins.backends.names())}")
     check_reference(request.reference, names)
+    oracle = oracle_of(backends, saved)
     graph, mark, excluded = _marking(request, model, bool(saved) and checked.model_format is None)
-    _check_marking(request, backends, names, mark, warn)
+    _check_marking(request, backends, names, mark, warn, oracle)
     output_names = ([s.name for s in model.outputs] + list(mark)) if model else _saved_output_names(saved)
     what = ("model outputs" + (" and marked tensors" if mark else "")) if model else "saved outputs"
     for option, values in checked.per_output_options.items():
@@ -64,11 +69,19 @@ def build_plan(checked: Preflight, warn: Callable[[str], None], scratch: str | N
                                  f"{spec.name} is of type {spec.value_type}; save to a directory (cmpx's format keeps "
                                  f"its structure), or leave it out with --onnx-exclude-outputs {spec.name}")
 
-    feeds, inputs, iterations, dropped, ranges = None, (), None, [], []
+    feeds: Feeds | None = None
+    inputs: Sequence[TensorSpec] = ()
+    iterations: int | None = None
+    dropped: list[tuple[BackendPlan, BackendFailed]] = []
+    ranges: list[InputRange] = []
+    first: Mapping[str, Any] = {}
     model_file = model.path if model is not None else None  # the file the backends and transforms load
     if model is not None and request.external_data_dir:
         from cmpx.model.external import external_data_view
 
+        if scratch is None:
+            raise UsageError("--external-data-dir needs the run's scratch space (run it through cmpx run or "
+                             "cmpx.run())")
         model_file = external_data_view(model.path, request.external_data_dir, scratch, warn)
     elif model is not None and backends:
         _check_external_files(model)
@@ -89,15 +102,15 @@ def build_plan(checked: Preflight, warn: Callable[[str], None], scratch: str | N
                               {r.input: ValueRange(r.low, r.high) for r in ranges})
         loader = checked.loader
         input_map = input_map_of(request.input_map, inputs)
-        feeds = peeked(fitted(loader.factory(options).feeds(inputs), inputs, loader.name, warn, input_map),
-                        loader.name)
+        first, feeds = peeked(fitted(loader.factory(options).feeds(inputs), inputs, loader.name, warn, input_map),
+                              loader.name)
         iterations = (request.iterations or 1) if generates else request.iterations
 
         def calibration(count: int) -> Feeds:
             fresh = loader.factory(replace(options, iterations=count)).feeds(inputs)
             return fitted(itertools.islice(fresh, count), inputs, loader.name, warn, input_map)
 
-        backends, dropped = _transformed(checked, model_file, backends, calibration, scratch, warn, mark)
+        backends, dropped = _transformed(checked, model_file or model.path, backends, calibration, scratch, warn, mark)
     elif saved:
         iterations = min(len(b.source) for b in saved)
         if request.iterations:
@@ -112,19 +125,21 @@ def build_plan(checked: Preflight, warn: Callable[[str], None], scratch: str | N
                 raise UsageError(f"--load-outputs {backend.path}: {backend.name} holds {len(backend.source)} "
                                  f"iteration(s) but this run makes {iterations}; use --iterations "
                                  f"{len(backend.source)}")
-    local_error_dir = _local_error_dir(request, mark, names, backends, scratch)
+    local_error_dir = _local_error_dir(request, mark, names, backends, scratch, oracle)
     slicing = None
     if model is not None and backends and mark:
         from cmpx.slicing.planning import plan_slicing
 
-        slicing = plan_slicing(model, inputs, backends, mark, checked.memory_budget, scratch, warn, model_file)
+        slicing = plan_slicing(model, fed_shapes(inputs, first), backends, mark, checked.memory_budget, scratch, warn,
+                               model_file)
     plan = RunPlan(model, inputs, backends, request.reference, checked.comparison, checked.timeouts,
                    validate=request.validate, saved_backends=saved,
                    save_inputs=request.save_inputs, save_outputs=request.save_outputs, iterations=iterations,
                    mark=mark, graph=graph, show_unmatched=request.show_unmatched, dropped=dropped,
                    output_map=output_map, postprocess=checked.postprocess, warm_up=request.warm_up,
                    model_file=model_file, local_error_dir=local_error_dir, data_ranges=ranges, excluded=excluded,
-                   slicing=slicing, mark_all=bool(mark) and _marks_all(request))
+                   slicing=slicing, oracle=oracle,
+                   mark_all=bool(mark) and _marks_all(request))
     return plan, feeds
 
 
@@ -154,7 +169,7 @@ def _marks_all(request: RunRequest) -> bool:
 
 
 def _local_error_dir(request: RunRequest, mark: Sequence[str], names: Sequence[str],
-                     backends: Sequence[BackendPlan], scratch: str | None) -> str | None:
+                     backends: Sequence[BackendPlan], scratch: str | None, oracle: str | None) -> str | None:
     """--local-error needs marked tensors and a live backend compared against a reference; the reference's values
     of iteration 0 are kept in the run's scratch space."""
     if not request.local_error:
@@ -162,7 +177,7 @@ def _local_error_dir(request: RunRequest, mark: Sequence[str], names: Sequence[s
     if not mark:
         raise UsageError("--local-error measures each compared node: give --mark-all (or --onnx-outputs NAMES)")
     live = {b.name for b in backends}
-    if not any(backend in live for backend, _ in comparison_pairs(names, request.reference)):
+    if not any(backend in live for backend, _ in comparison_pairs(names, request.reference, oracle)):
         raise UsageError("--local-error runs nodes on a live backend compared against a reference, and this run has "
                          "none (" + (", ".join(names) or "no backend") + "); add a --backend to run")
     if scratch is None:
@@ -174,7 +189,7 @@ QUANTIZED_TRANSFORMS = ("int8", "fp8")
 
 
 def _check_marking(request: RunRequest, backends: Sequence[BackendPlan], names: Sequence[str], mark: Sequence[str],
-                   warn: Callable[[str], None]) -> None:
+                   warn: Callable[[str], None], oracle: str | None) -> None:
     """Marking changes some backends' fusion (a warning). A backend that cannot mark leaves its pairs with the
     model's outputs only: a warning naming them, and an error if every pair is affected or --strict-marking."""
     for backend in backends:
@@ -189,7 +204,7 @@ def _check_marking(request: RunRequest, backends: Sequence[BackendPlan], names: 
     unable = [b.name for b in backends if not b.spec.supports_marking]
     if not mark or not unable:
         return
-    pairs = comparison_pairs(list(names), request.reference)
+    pairs = comparison_pairs(list(names), request.reference, oracle)
     affected = [f"{b} vs {r}" for b, r in pairs if b in unable or r in unable]
     if not affected:
         return
@@ -270,7 +285,7 @@ def _transformed(checked: Preflight, model_file: str, backends: Sequence[Backend
     for name in wanted:
         path = os.path.join(directory, f"{stem}.{name}.onnx")
         try:
-            transform = checked.plugins.transforms.get(name).factory(options)
+            transform = checked.plugins.transforms[name].factory(options)
             transform.apply(model_file, path, calibration)
         except CmpxError:
             raise  # a problem with what the user gave (a calibration cache, a disk): exit 2, before anything runs
@@ -279,7 +294,7 @@ def _transformed(checked: Preflight, model_file: str, backends: Sequence[Backend
             continue
         if getattr(transform, "calibrated_from_cache", False):
             warn(f"{name}: calibrated ranges read from {request.calibration_cache} (delete it to recalibrate)")
-        absent = frozenset()
+        absent: frozenset[str] = frozenset()
         if mark:
             import onnx
 

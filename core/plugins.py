@@ -7,7 +7,7 @@ import os
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pluggy
 
@@ -15,6 +15,9 @@ from cmpx import hookspecs, installed
 from cmpx._version import __version__
 from cmpx.errors import PluginError
 from cmpx.registry import BackendRegistry, DataLoaderRegistry, MetricRegistry, Provenance, TransformRegistry
+
+if TYPE_CHECKING:
+    from cmpx.transport.messages import PluginsMessage
 
 ENTRY_POINT_GROUP = "cmpx"
 BUILTIN_DIST = "cmpx"
@@ -56,7 +59,7 @@ class PluginSettings:
         autoload = environ.get(DISABLE_AUTOLOAD_ENV, "").strip().lower() in ("", "0", "false", "no")
         return cls(autoload=autoload, extra=extra, blocked=blocked)
 
-    def to_message(self) -> dict[str, Any]:
+    def to_message(self) -> PluginsMessage:
         return {"autoload": self.autoload, "extra": list(self.extra), "blocked": list(self.blocked)}
 
     @classmethod
@@ -156,7 +159,7 @@ def _register(plugins: PluginSet, name: str, dist: str | None, load: Any, reques
 
 
 def _run_registration_hooks(plugins: PluginSet) -> None:
-    registries = {
+    registries: dict[str, BackendRegistry | DataLoaderRegistry | MetricRegistry | TransformRegistry] = {
         "register_backends": plugins.backends,
         "register_data_loaders": plugins.data_loaders,
         "register_metrics": plugins.metrics,

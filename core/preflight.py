@@ -1,5 +1,6 @@
 """The first checks of a run: everything that needs neither the model nor a file, so that a bad option is an
-error before any worker starts, fast, and without importing a framework."""
+error before any worker starts, fast, and without importing a framework. One small file is read here: a
+--tolerances file, whose values are options (cmpx.tolerance_file)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from cmpx.comparison.postprocess import Postprocess, parse_postprocess
 from cmpx.envs import resolve_python
 from cmpx.errors import PluginError, UsageError
 from cmpx.model.native import native_format
+from cmpx.oracle import ORACLE_TRANSFORM
 from cmpx.outputs import check_directory_output, check_file_output
 from cmpx.plan import BackendPlan
 from cmpx.plugins import PluginSet, PluginSettings
@@ -25,6 +27,7 @@ from cmpx.registry import BackendOption, BackendSpec, DataLoaderSpec
 from cmpx.request import RunRequest
 from cmpx.run_options import threshold_flag
 from cmpx.suggest import did_you_mean
+from cmpx.tolerance_file import PER_OUTPUT_FIELDS, merged_words
 
 DEFAULT_TOLERANCE = 1e-5
 DEFAULT_TIMEOUT_SECONDS = 600.0
@@ -69,7 +72,7 @@ def preflight(request: RunRequest, plugins: PluginSet, settings: PluginSettings)
                             for name, transform, python in words])
     pythons = {python: resolve_python(python) for _, _, python in words if python}
     backends = [BackendPlan(name, spec, _backend_options(spec, request.backend_options), transform,
-                            python=pythons.get(python), python_given=python)
+                            python=pythons[python] if python else None, python_given=python)
                 for name, spec, (_, transform, python) in zip(names, specs, words)]
     model_format = _check_model_format(request, plugins, backends)
     return Preflight(request, plugins, settings, backends, _timeouts(request, backends), comparison,
@@ -113,6 +116,9 @@ def _check_model_format(request: RunRequest, plugins: PluginSet, backends: Seque
     if suffix is None:
         return None
     loaders = sorted(spec.name for spec in plugins.backends if suffix in spec.model_formats)
+    if request.oracle:
+        raise UsageError(f"--oracle runs an ONNX model in float64, and {request.model} is a {suffix} model; run the "
+                         "ONNX model with --oracle, or compare its saved fp64 outputs with --load-outputs")
     others = list(dict.fromkeys(b.spec.name for b in backends if suffix not in b.spec.model_formats))
     if not backends:
         raise UsageError(f"{request.model} is a {suffix} model: run it with --backend {' or '.join(loaders)}, or "
@@ -146,10 +152,18 @@ def _backend_words(request: RunRequest, plugins: PluginSet) -> list[tuple[str, s
                              f"{did_you_mean(transform, plugins.transforms.names())}; available: "
                              f"{', '.join(plugins.transforms.names()) or '(none)'}")
         words.append((name, transform or None, python or None))
+    if request.oracle and not any(transform == ORACLE_TRANSFORM for _, transform, _ in words):
+        if not request.model:
+            raise UsageError("--oracle runs the model in float64: give the MODEL (or compare against a saved fp64 run "
+                             "with --load-outputs, without --oracle)")
+        if ORACLE_TRANSFORM not in plugins.transforms or "onnxref" not in plugins.backends:
+            raise UsageError("--oracle runs onnxref:fp64, and this cmpx lacks the onnxref backend or the fp64 "
+                             "transform (see 'cmpx plugins'); name an fp64 backend instead: --backend NAME:fp64")
+        words.append(("onnxref", ORACLE_TRANSFORM, None))
     flag = request.precision_flag
     if flag:
         targets = [i for i, (name, transform, _) in enumerate(words)
-                   if not transform and name in plugins.backends and flag in plugins.backends.get(name).precision_flags]
+                   if not transform and name in plugins.backends and flag in plugins.backends[name].precision_flags]
         if not targets:
             takers = [spec.name for spec in plugins.backends if flag in spec.precision_flags]
             raise UsageError(f"--{flag} applies to backends that take precision flags ({', '.join(takers) or 'none'} "
@@ -256,21 +270,28 @@ def _comparison_settings(request: RunRequest, plugins: PluginSet) -> tuple[Compa
         if not metrics:
             raise PluginError("no default metric is registered (its plugin failed to load: see 'cmpx plugins'); "
                               "choose metrics with --compare NAME")
-    per_output: dict[str, PerOutput[Any]] = {
-        "--atol": parse_per_output("--atol", request.atol, DEFAULT_TOLERANCE, tolerance),
-        "--rtol": parse_per_output("--rtol", request.rtol, DEFAULT_TOLERANCE, tolerance),
-        "--check-error-stat": parse_per_output("--check-error-stat", request.check_error_stat, "elemwise",
-                                               check_stat),
-        "--error-quantile": parse_per_output("--error-quantile", request.error_quantile, 0.99, quantile),
-    }
+    words, from_file = merged_words(request.tolerances, {field: getattr(request, field) for field in
+                                                         PER_OUTPUT_FIELDS})
+    # the file's output names are checked against the model's first, so that a wrong one names the file
+    per_output: dict[str, PerOutput[Any]] = {f"--tolerances {request.tolerances}": PerOutput(
+        None, dict.fromkeys(from_file))} if from_file else {}
+    per_output.update({
+        "--atol": parse_per_output("--atol", words.get("atol", request.atol), DEFAULT_TOLERANCE, tolerance),
+        "--rtol": parse_per_output("--rtol", words.get("rtol", request.rtol), DEFAULT_TOLERANCE, tolerance),
+        "--check-error-stat": parse_per_output("--check-error-stat", words.get("check_error_stat",
+                                                                               request.check_error_stat),
+                                               "elemwise", check_stat),
+        "--error-quantile": parse_per_output("--error-quantile", words.get("error_quantile", request.error_quantile),
+                                             0.99, quantile),
+    })
     thresholds = {}
-    for metric_name, words in request.thresholds.items():
+    for metric_name, values in request.thresholds.items():
         spec = plugins.metrics.get(metric_name)
         if spec is None or getattr(spec.metric, "threshold", None) is None:
             raise UsageError(f"{threshold_flag(metric_name)}: no metric {metric_name!r} with a threshold is registered")
         option = " / ".join((threshold_flag(metric_name), *getattr(spec.metric, "flag_aliases", ())))
         parse = _metric_threshold(spec.metric)
-        per_output[option] = thresholds[metric_name] = parse_per_output(option, words, spec.metric.threshold, parse)
+        per_output[option] = thresholds[metric_name] = parse_per_output(option, values, spec.metric.threshold, parse)
     comparison = ComparisonSettings(
         metrics, per_output["--atol"], per_output["--rtol"], per_output["--check-error-stat"],
         per_output["--error-quantile"], thresholds, request.nan_equal, _infinities_equal(request),

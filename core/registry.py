@@ -137,10 +137,14 @@ class _Registry(Generic[T]):
         finally:
             self._current, self._staged = None, None
 
-    def _add(self, item: T) -> None:
-        if not isinstance(item.name, str) or not _NAME.match(item.name):
-            raise PluginError(f"invalid {self.kind} name {item.name!r}: use lower-case letters, digits, '_' and '-',"
+    def _checked_name(self, name: object) -> str:
+        if not isinstance(name, str) or not _NAME.match(name):
+            raise PluginError(f"invalid {self.kind} name {name!r}: use lower-case letters, digits, '_' and '-',"
                               " starting with a letter")
+        return name
+
+    def _add(self, item: T) -> None:
+        self._checked_name(item.name)
         existing = self._items.get(item.name) or next((s for s in self._staged or () if s.name == item.name), None)
         if existing is not None:
             raise PluginError(f"{self.kind} '{item.name}' is registered by both plugin {existing.provenance} and "
@@ -155,6 +159,9 @@ class _Registry(Generic[T]):
 
     def get(self, name: str) -> T | None:
         return self._items.get(name)
+
+    def __getitem__(self, name: str) -> T:
+        return self._items[name]
 
     def names(self) -> list[str]:
         return sorted(self._items)
@@ -255,8 +262,8 @@ class MetricRegistry(_Registry[MetricSpec]):
         if not callable(getattr(metric, "compare", None)):
             raise PluginError(f"metric {metric!r} has no compare() method")
         description = description or getattr(metric, "description", "") or (metric.__doc__ or "").strip()
-        self._add(MetricSpec(getattr(metric, "name", None), metric, description.split("\n")[0], self._stamp(),
-                             default))
+        self._add(MetricSpec(self._checked_name(getattr(metric, "name", None)), metric, description.split("\n")[0],
+                             self._stamp(), default))
 
     def defaults(self) -> list[MetricSpec]:
         return [spec for spec in self if spec.default]

@@ -25,6 +25,7 @@ class RunRequest:
     model: str | None = None
     backends: Words = ()
     reference: str | None = None
+    oracle: bool = False
     load_outputs: Words = ()
     save_outputs: str | None = None
     seed: int = 1
@@ -41,6 +42,7 @@ class RunRequest:
     atol: Words = ()
     rtol: Words = ()
     check_error_stat: Words = ()
+    tolerances: str | None = None
     error_quantile: Words = ()
     compare: Words = ()
     output_map: Words = ()

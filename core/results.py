@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from cmpx.errors import BackendFailed
+    from cmpx.oracle import OracleJudgement, OracleSummary
     from cmpx.runtimes import BackendRuntime
 
 RETAINED_OUTPUTS = 500  # per-iteration output results kept in memory (each holds a few KB of statistics): a few MB
@@ -84,7 +85,7 @@ class OutputResult:
         return not self.failed_early and all(m.passed for m in self.metrics)
 
     def worst(self, key: str) -> float | None:
-        """The largest ``key`` ("abs" or "rel") error any metric measured; None if none did."""
+        """The largest ``key`` ("abs", "rel" or "rel_beyond_atol") error any metric measured; None if none did."""
         values = [m.data[key]["max"] for m in self.metrics if isinstance(m.data.get(key), Mapping)]
         return _largest(values)
 
@@ -125,6 +126,7 @@ class LocalError:
     accumulated_passed: bool | None = None
     note: str = ""
     subgraph_nodes: int = 1  # the node, and the uncompared nodes run with it (their outputs have no reference value)
+    max_rel_beyond_atol: float | None = None  # the largest relative error where |reference| > atol
 
     @property
     def inheriting(self) -> bool:
@@ -135,7 +137,18 @@ class LocalError:
         return {"tensor": self.tensor, "node": self.node, "op_type": self.op_type, "max_abs": self.max_abs,
                 "max_rel": self.max_rel, "passed": self.passed, "inheriting": self.inheriting,
                 "accumulated_passed": self.accumulated_passed, "note": self.note or None,
-                "subgraph_nodes": self.subgraph_nodes}
+                "subgraph_nodes": self.subgraph_nodes, "max_rel_beyond_atol": self.max_rel_beyond_atol}
+
+    @classmethod
+    def from_dict(cls, record: Mapping[str, Any]) -> LocalError:
+        """Read back what ``to_dict`` wrote (a --report-json document's ``local_errors``)."""
+        def number(value: Any) -> float | None:
+            return None if value is None else float(value)  # strict JSON's "NaN" and "Infinity" too
+
+        return cls(record["tensor"], record.get("node") or "", record.get("op_type") or "",
+                   number(record.get("max_abs")), number(record.get("max_rel")), record.get("passed"),
+                   record.get("accumulated_passed"), record.get("note") or "", int(record.get("subgraph_nodes") or 1),
+                   number(record.get("max_rel_beyond_atol")))
 
 
 def ranked(errors: Sequence[LocalError]) -> list[LocalError]:
@@ -164,6 +177,7 @@ class PairResult:
     # int8 graph": its transform removed them); such tensors are in ``unmatched`` like the others
     not_comparable: list[tuple[str, str]] = field(default_factory=list)  # (output, why): a sequence or map one
     # side cannot produce, or an output returned as strings or objects; neither passed nor failed
+    oracle: list[OracleJudgement] = field(default_factory=list)  # each failing output's sides against the oracle
 
     @property
     def passed(self) -> bool:
@@ -201,6 +215,7 @@ class PairTally:
     elements: int = 0
     worst_abs: float | None = None
     worst_rel: float | None = None
+    worst_rel_beyond_atol: float | None = None  # the worst over elements whose |reference| > atol
     failing_iterations: list[int] = field(default_factory=list)  # the first FAILING_ITERATIONS_LISTED
     first_divergence: tuple[int, Divergence] | None = None  # (iteration, divergence), the first one found
     local_errors: list[LocalError] | None = None  # --local-error: every measured node, largest error first
@@ -236,6 +251,8 @@ class PairTally:
         self.elements += sum(o.elements for o in pair.outputs)
         self.worst_abs = _largest([self.worst_abs, *(o.worst("abs") for o in pair.outputs)])
         self.worst_rel = _largest([self.worst_rel, *(o.worst("rel") for o in pair.outputs)])
+        self.worst_rel_beyond_atol = _largest([self.worst_rel_beyond_atol,
+                                               *(o.worst("rel_beyond_atol") for o in pair.outputs)])
         if not pair.passed and len(self.failing_iterations) < FAILING_ITERATIONS_LISTED:
             self.failing_iterations.append(pair.iteration)
         if pair.first_divergence is not None and self.first_divergence is None:
@@ -291,6 +308,7 @@ class RunResult:
     compared_outputs: set[str] = field(default_factory=set)  # names of the outputs compared at least once
     metrics_ran: set[str] = field(default_factory=set)
     slices: list[dict[str, Any]] = field(default_factory=list)  # a sliced run: each slice's time, per iteration
+    oracle: OracleSummary | None = None  # every backend against the run's oracle (cmpx.oracle), if it has one
     _retained_outputs: int = 0
 
     def add_pair(self, pair: PairResult) -> None:

@@ -87,6 +87,11 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
             flags=("--backend",), metavar="NAME"),
     _option("reference", TEXT, BACKENDS, "compare every other backend against this one (e.g. onnxref, or onnxrt#2)",
             metavar="NAME"),
+    _option("oracle", FLAG, BACKENDS, "add the fp64 oracle, onnxref:fp64 (the model's float graph in float64 on the "
+            "reference evaluator; or the --backend NAME:fp64 of the run), and measure every backend's outputs and "
+            "marked tensors against it: each failing pair says which side is closer to the exact value, and with "
+            "--mark-all where a backend's own error jumps. Not the reference of the verdict unless --reference names "
+            "it; slow on large models (docs/oracle.md)"),
     _option("load_outputs", WORDS, BACKENDS, "add saved outputs as backends after the live ones (named "
             "BACKEND@FILE): cmpx runs, Polygraphy RunResults JSON files and per-iteration directories, ONNX "
             "test-data directories", metavar="PATH", accepts=not_a_model, python="path",
@@ -131,6 +136,9 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
     _option("check_error_stat", WORDS, COMPARISON, f"statistic the tolerances apply to: {', '.join(CHECK_STATS)} "
             "[default: elemwise]", metavar="[NAME:]STAT", accepts=lambda w: ":" in w or w in CHECK_STATS,
             python="per_output"),
+    _option("tolerances", TEXT, COMPARISON, "read per-output atol, rtol and check statistic from this TOML file (as "
+            "'cmpx tolerances' writes it); the command line's values win: NAME:VALUE for that output, a bare value "
+            "for every output", metavar="FILE.toml", python="path"),
     _option("error_quantile", WORDS, COMPARISON, "quantile for --check-error-stat quantile [default: 0.99]",
             metavar="[NAME:]Q", accepts=per_output_value, python="per_output"),
     _option("compare", WORDS, COMPARISON, "metrics that must all pass [default: the tolerance check]",

@@ -12,11 +12,14 @@ from typing import Any, Protocol
 
 
 class NamedBackend(Protocol):
-    """What the reports' names of a backend need of it (a cmpx.plan.NamedBackend)."""
+    """What the reports' names of a backend need of it (a cmpx.plan.BackendPlan, frozen: read-only properties)."""
 
-    name: str  # NAME, NAME#2, NAME:fp16, NAME@PYTHON
-    short_name: str  # without its Python
-    python: str | None  # the Python it runs under, when not the coordinator's
+    @property
+    def name(self) -> str: ...  # NAME, NAME#2, NAME:fp16, NAME@PYTHON
+    @property
+    def short_name(self) -> str: ...  # without its Python
+    @property
+    def python(self) -> str | None: ...  # the Python it runs under, when not the coordinator's
 
 
 @dataclass

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from cmpx.plugins import PluginSet, PluginSettings
     from cmpx.preflight import Preflight
     from cmpx.reports.figures import FigureCollector
+    from cmpx.reports.json_report import JsonReportWriter
     from cmpx.request import RunRequest
     from cmpx.transport.supervisor import Worker
 
@@ -102,9 +103,10 @@ class Session:
         # The workers start now, before anything heavy is imported here, and import their frameworks while this
         # process reads the model and makes data; if that finds a problem they are stopped before loading anything.
         self.workers = (self.pool or WorkerPool()).assign(checked.backends, self.settings,
-                                                          self._worker_code(checked.backends))
+                                                          self._worker_code(checked.backends, self._scratch))
         described = None
-        if checked.model_format is not None:  # a model in its backends' own format: the first one describes it
+        # a model in its backends' own format: the first backend describes it
+        if checked.model_format is not None and self.request.model:
             from cmpx.transport.describing import describe_model
 
             first = checked.backends[0]
@@ -116,8 +118,8 @@ class Session:
 
         shown = self.reporter_for(plan)
         if self.request.log_file:  # the text report, once more, into a file
-            shown = self._logged(shown, plan)
-        stream = None
+            shown = self._logged(shown, plan, self.request.log_file)
+        stream: JsonReportWriter | None = None
         if self.request.report_json:
             from cmpx.reports.json_report import JsonReportWriter
 
@@ -142,14 +144,14 @@ class Session:
         self._finish(report, shown, stream)
         return report
 
-    def _finish(self, report: Report, shown: Reporter, stream: Any) -> None:
+    def _finish(self, report: Report, shown: Reporter, stream: JsonReportWriter | None) -> None:
         """Write the report files (a file that cannot be written is recorded in the report, which then exits 2),
         the JSON report last so that it holds the others' fate, then tell the reporter."""
         from cmpx.comparison.coverage import unfulfilled
 
         for message in unfulfilled(self.request, report.plan, report.result):
-            self.reporter.warning(message)
-        written = []
+            (self.reporter or shown).warning(message)
+        written: list[tuple[str, str]] = []
         for write in (self._write_junit, self._write_figures):
             try:
                 written += write(report)
@@ -158,14 +160,14 @@ class Session:
         if stream is not None:
             try:
                 stream.finish(report)
-                written.append(("the JSON report", self.request.report_json))
+                written.append(("the JSON report", stream.path))
             except OutputFailed as exc:
                 report.output_failures.append(str(exc))
         shown.finished(report)
         for what, path in written:
             shown.wrote(what, path)
 
-    def _worker_code(self, backends: Sequence[BackendPlan]) -> str | None:
+    def _worker_code(self, backends: Sequence[BackendPlan], scratch: str) -> str | None:
         """For backends under another Python: a directory in this run's scratch space linking the worker code they
         import from here (used where cmpx is not installed there; see cmpx.transport.foreign)."""
         elsewhere = [backend for backend in backends if backend.python is not None]
@@ -173,18 +175,18 @@ class Session:
             return None
         from cmpx.transport.foreign import link_worker_code, worker_modules
 
-        directory = os.path.join(self._scratch, "worker-code")
+        directory = os.path.join(scratch, "worker-code")
         link_worker_code(directory, worker_modules(elsewhere, self.settings))
         return directory
 
-    def _logged(self, shown: Reporter, plan: RunPlan) -> Reporter:
+    def _logged(self, shown: Reporter, plan: RunPlan, path: str) -> Reporter:
         from cmpx.errors import OutputFailed as _Failed
         from cmpx.reports.text import TextReporter
 
         try:
-            self._log = open(self.request.log_file, "w", encoding="utf-8")
+            self._log = open(path, "w", encoding="utf-8")
         except OSError as exc:
-            raise _Failed(f"--log-file {self.request.log_file}: {exc.strerror}") from None
+            raise _Failed(f"--log-file {path}: {exc.strerror}") from None
         for message in self.warnings:  # found while planning, before the log existed
             self._log.write(f"warning: {message}\n")
 
@@ -218,7 +220,7 @@ class Session:
         except OutputFailed as exc:  # the plots could not all be written: the HTML report still can
             report.output_failures.append(str(exc))
             pictures = []
-        if request.save_error_plots and self.figures.written:
+        if request.save_error_plots and self.figures is not None and self.figures.written:
             written.append((f"{len(self.figures.written)} error plot(s)", request.save_error_plots))
         if request.report_html:
             from cmpx.reports.html_report import write_html_report

@@ -6,8 +6,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-.venv/bin/cmpx run examples/models/conv.onnx --backend onnxrt:fp16 --backend onnxrt --mark-all -q \
-    --report-html "$work/report.html" >/dev/null || test $? = 1  # fp16 fails the fp32 default tolerances
+cmpx="$PWD/.venv/bin/cmpx"
+cp examples/models/conv.onnx "$work/"  # run in $work: the page's "run it again" line shows no temporary path
+(cd "$work" && "$cmpx" run conv.onnx --backend onnxrt:fp16 --backend onnxrt --mark-all -q \
+    --report-html report.html >/dev/null) || test $? = 1  # fp16 fails the fp32 default tolerances
 chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --user-data-dir="$work/profile" \
     --window-size=1280,1400 --screenshot=docs/report.png "file://$work/report.html" 2>/dev/null
 echo "wrote docs/report.png"

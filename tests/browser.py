@@ -26,9 +26,10 @@ def _chromium(binary: str, *args: str, timeout: float = 90) -> subprocess.Comple
     return done
 
 
-def dump_dom(binary: str, path) -> Dom:
-    """The DOM of the page at ``path`` once loaded, as the browser serialises it."""
-    return Dom(_chromium(binary, "--dump-dom", f"file://{path}").stdout)
+def dump_dom(binary: str, path, width: int | None = None) -> Dom:
+    """The DOM of the page at ``path`` once loaded, as the browser serialises it; ``width``: of the window."""
+    size = [f"--window-size={width},1000"] if width else []
+    return Dom(_chromium(binary, *size, "--dump-dom", f"file://{path}").stdout)
 
 
 def screenshot(binary: str, path, out, width: int, height: int) -> None:

@@ -30,6 +30,18 @@ def test_a_script_feeds_its_iterations(run_cli, tmp_path):
                                               "--iterations", "2").output
 
 
+def test_a_script_is_python_whatever_its_suffix(run_cli, tmp_path):
+    """importlib finds no loader for a file not ending in .py: the script was an internal error (exit 4)."""
+    path = script(tmp_path, """
+        import numpy as np
+        def load_data():
+            yield {"X": np.ones((1, 3, 8, 8), np.float32)}
+    """, "data.txt")
+    result = run_cli("run", EXAMPLE, *BACKENDS, "--data-loader-script", path)
+    assert result.exit_code == 0, result.output
+    assert "1/1 iterations passed" in result.output
+
+
 def test_safe_casts_are_made_and_said_unsafe_ones_refused(run_cli, tmp_path, models):
     widening = script(tmp_path, """
         import numpy as np

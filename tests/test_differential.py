@@ -135,10 +135,9 @@ def test_the_corpus_unmarked_marked_and_sliced(backend, name, tmp_path, no_leaks
     assert counts["slices"] >= 2 if sliced else counts["slices"] == 0
 
 
-@pytest.mark.xfail(strict=True, reason="cmpx defect: with --load-inputs (any data but synthetic) the slicing plan "
-                   "sizes the marked tensors from the model's declared input shapes; a dynamic dimension leaves every "
-                   "size unknown, counted as 0 bytes, so --memory-budget never slices (and says nothing)")
 def test_memory_budget_slices_a_dynamic_model_fed_from_saved_inputs(tmp_path, no_leaks):
+    """Saved (or scripted) data leaves the model's dynamic dimensions open until the first feed: the slicing plan
+    sizes the marked tensors from that feed's shapes (it counted them as 0 bytes, and never sliced)."""
     import cmpx
 
     model = str(REPO / "tests" / "models" / "real" / "cnn.onnx")

@@ -5,6 +5,7 @@ file names that are unique, short and portable."""
 import json
 import math
 import re
+import struct
 import sys
 
 import numpy as np
@@ -188,3 +189,76 @@ def test_zero_tolerances_empty_outputs_and_non_finite_errors_draw_cleanly(atol, 
         with warnings.catch_warnings():
             warnings.simplefilter("error")  # matplotlib warns of limits it cannot honour on log axes
             assert png_bytes(output_figure("out", output.metrics[0].data, output.sample))[:4] == b"\x89PNG"
+
+
+def _texts(axis):
+    return [t.get_text() for t in axis.texts]
+
+
+def test_identical_outputs_say_all_errors_0_instead_of_empty_axes():
+    from cmpx.reports.plots import output_figure, png_and_panels
+
+    values = np.linspace(-2, 2, 1000, dtype=np.float32)
+    output = _compare(values, values.copy(), atol=1e-3, rtol=1e-3)
+    figure = output_figure("out", output.metrics[0].data, output.sample)
+    absolute, relative, magnitude = figure.axes
+    assert _texts(absolute) == ["all absolute errors 0"] and _texts(relative) == ["all relative errors 0"]
+    assert not absolute.patches and not relative.patches  # no bars, and no note on top of the words
+    png, panels = png_and_panels(figure)
+    assert png[:4] == b"\x89PNG" and len(panels) == 3 and all(p[:4] == b"\x89PNG" for p in panels)
+    widths = [struct.unpack(">II", p[16:24]) for p in (png, *panels)]
+    assert sum(w for w, _ in widths[1:]) == widths[0][0] and all(h < widths[0][1] for _, h in widths[1:])
+
+
+def test_the_magnitude_legend_says_what_a_point_is():
+    from cmpx.reports.plots import output_figure
+
+    reference = np.linspace(0.1, 10, 1000, dtype=np.float32)
+    actual = reference * np.float32(1.002)
+    output = _compare(actual, reference, atol=1e-3, rtol=1e-3)
+    magnitude = output_figure("out", output.metrics[0].data, output.sample).axes[2]
+    labels = [t.get_text() for t in magnitude.get_legend().get_texts()]
+    assert "element that passes" in labels and "element that fails" in labels
+    assert not any(": pass" in label or ": fail" in label for label in labels)  # "all 1,000 elements: pass" read as
+    assert "all 1,000 elements" in magnitude.get_title()  # a claim about all of them
+    many = np.linspace(0.1, 10, 100_000, dtype=np.float32)
+    output = _compare(many * np.float32(1.002), many, atol=1e-3, rtol=1e-3)
+    magnitude = output_figure("out", output.metrics[0].data, output.sample).axes[2]
+    labels = [t.get_text() for t in magnitude.get_legend().get_texts()]
+    assert "one of the 200 largest errors, fails" in labels and "of 100,000 elements" in magnitude.get_title()
+    assert any(re.fullmatch(r"element \(1,[0-9]{3} at random of 100,000\) that fails", label) for label in labels)
+
+
+def test_the_relative_histogram_marks_the_error_where_the_reference_exceeds_atol():
+    from cmpx.reports.plots import output_figure
+
+    reference = np.array([0.0, 0.0, 1.0, 2.0, 4.0], np.float32)
+    actual = np.array([1e-4, 0.0, 1.01, 2.0, 4.2], np.float32)  # 1e-4 against 0: a relative error of 4.5e11
+    output = _compare(actual, reference, atol=1e-3, rtol=1e-3)
+    data = output.metrics[0].data
+    assert data["rel"]["max"] > 1e11 and data["rel_beyond_atol"] == {"threshold": 1e-3, "elements": 3,
+                                                                     "max": pytest.approx(0.05), "max_index": [4]}
+    assert "(max rel 0.05 where |reference| > atol 0.001)" in output.metrics[0].summary
+    relative = output_figure("out", data, output.sample).axes[1]
+    assert "max where |reference| > atol: 0.05\n(3 elements)" in _texts(relative)
+    assert any(np.allclose(line.get_xdata(), data["rel_beyond_atol"]["max"]) for line in relative.get_lines())
+
+
+def test_the_profile_draws_the_relative_error_where_the_reference_exceeds_atol(divergent_run, tmp_path):
+    from cmpx.reports.profile import layer_profiles
+    from cmpx.reports.profile_plot import profile_figure
+
+    document = json.loads((tmp_path / "r.json").read_text())
+    [pair] = [p for p in document["pairs"] if p["backend"] == "onnxrt"]
+    [result] = [r for r in document["results"] if r.get("backend") == "onnxrt"]
+    for output in result["outputs"]:  # a reference that is 0 where the other is not, as a Relu after fp16 gives
+        data = output["metrics"][0]["data"]
+        data["rel"]["max"], data["rel_beyond_atol"]["max"] = 1e12, data["rel"]["max"]
+    [profile] = [p for p in layer_profiles(document) if p.backend == "onnxrt"]
+    assert all(row.max_rel == 1e12 and row.max_rel_beyond_atol < 1e12 for row in profile.rows)
+    bottom = profile_figure(profile, "profile").axes[1]
+    assert "where |reference| > atol" in bottom.get_ylabel()
+    drawn = sorted(float(y) for c in bottom.collections for _, y in c.get_offsets())
+    assert drawn and max(drawn) < 1e12 and bottom.get_ylim()[1] < 1e12  # no sawtooth up to 1e12
+    assert "relative errors against |reference| ≤ atol are left out (the tables have them)" in _texts(bottom)
+    assert pair["worst_rel_beyond_atol"] <= pair["worst_rel"]

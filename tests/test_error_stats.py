@@ -164,3 +164,38 @@ def test_quantiles_stay_exact_when_one_bin_holds_most_elements(monkeypatch):
     stats = error_stats(a, b, atol=0, rtol=0, quantiles=(0.3, 0.77))
     for q in (0.3, 0.5, 0.77, 0.99):
         assert stats.abs.quantiles[q] == float(np.quantile(a, q))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, ml_dtypes.bfloat16, np.float64, np.int64, np.uint8])
+def test_the_relative_error_where_the_reference_exceeds_atol_is_plain_numpys(dtype):
+    """Against exact-zero references the relative error explodes (1 / 2.2e-16): the statistic beside it is the
+    largest relative error over the elements whose |reference| > atol, exact, first index of the largest."""
+    rng = np.random.default_rng(3)
+    reference = (rng.standard_normal(500) * 4).astype(dtype)
+    reference[::5] = 0  # exact zeros, which the statistic leaves out
+    actual = (reference.astype(np.float64) + rng.standard_normal(500) * 0.1 + 0.05).astype(dtype)
+    atol = 1.0
+    stats = error_stats(actual, reference, atol=atol, rtol=0.0)
+    _, rel = plain_errors(actual, reference)
+    wide = reference.astype(np.float64)
+    counted = np.abs(wide) > atol  # in float64: a float16 reference is not compared with a rounded atol
+    beyond = stats.beyond_atol
+    assert beyond.count == int(counted.sum()) > 0 and beyond.atol == atol
+    assert beyond.max == rel[counted].max() < stats.rel.max  # the zeros made the overall one explode
+    assert beyond.max_index == int(np.flatnonzero(counted & (rel == beyond.max))[0])
+
+
+def test_the_relative_error_beyond_atol_without_such_elements_nan_and_the_smallest_integer():
+    none = error_stats(np.ones(10, np.float32), np.zeros(10, np.float32), atol=1e-3, rtol=0.0).beyond_atol
+    assert (none.count, none.max, none.max_index) == (0, None, -1)
+    reference = np.array([0.5, np.nan, 2.0, 3.0, 4.0], np.float32)  # a NaN reference is not counted
+    actual = np.array([0.5, 1.0, np.nan, 3.0, 5.0], np.float32)  # a NaN error is (and wins, as in numpy)
+    nan = error_stats(actual, reference, atol=1.0, rtol=0.0).beyond_atol
+    assert nan.count == 3 and math.isnan(nan.max) and nan.max_index == 2
+    smallest = np.array([np.iinfo(np.int64).min, 0, 5], np.int64)  # abs() would wrap it negative
+    wide = error_stats(smallest + 1, smallest, atol=0.0, rtol=0.0).beyond_atol
+    assert wide.count == 2 and wide.max == 0.2 and wide.max_index == 2
+    just = np.array([1e-3, 1.0001e-3], np.float16)  # float16 1e-3 is 0.0010004: above atol 1e-3 in float64
+    assert error_stats(just * 2, just, atol=1e-3, rtol=0.0).beyond_atol.count == 2
+    assert error_stats(np.float32(2) * np.ones(3, np.float32), np.ones(3, np.float32), atol=1.0,
+                       rtol=0.0).beyond_atol.count == 0  # exactly atol is not above it

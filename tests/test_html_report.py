@@ -5,6 +5,7 @@ import base64
 import hashlib
 import json
 import re
+import shlex
 import struct
 import sys
 
@@ -56,8 +57,9 @@ def test_the_report_in_a_browser_has_the_verdict_the_divergence_and_a_row_per_ou
     names = [r.find("td").text.removesuffix(" (model output)") for r in rows]
     assert names == ["conv", "Y", "Z"] and sorted(names) == sorted(_output_names(document))  # in graph order
     assert all("failed" in r.classes and r.find_all("td")[1].text == "FAILED" for r in rows)
+    assert len(dom.find_all("figure")) == 4  # the divergence (conv), the per-layer profile, Y and Z
     images = dom.find_all("img")
-    assert len(images) == 4  # the divergence (conv), the per-layer profile, Y and Z
+    assert len(images) == 1 + 3 * 3  # the profile whole; each output's three panels apart (a narrow page stacks them)
     assert all(i.attrs["src"].startswith("data:image/png;base64,iVBOR") for i in images)
     sortable = dom.find_all("table", class_="sortable")
     assert sortable and all(t.attrs.get("data-sortable") == "ready" and t.find_all("button") for t in sortable)
@@ -69,7 +71,7 @@ def test_the_report_in_a_browser_has_the_verdict_the_divergence_and_a_row_per_ou
     assert [r.find("td").text for r in plain.find_all("tr", class_="output-row")] == \
         [r.find("td").text for r in rows]
     assert plain.find(id_="verdict").text == dom.find(id_="verdict").text
-    assert len(plain.find_all("img")) == 4
+    assert len(plain.find_all("img")) == 10
 
 
 def test_a_screenshot_of_the_report(chromium, failing_marked_run, tmp_path):
@@ -200,3 +202,78 @@ def test_the_building_blocks_escape_every_text():
         '<td data-sort="&quot;&gt;&lt;b&gt;">&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;</td>'
     page = render_page(hostile, [element("p", hostile)], navigation={'"x': hostile})
     assert page.count("<script>") == 1 and page.startswith("<!DOCTYPE html>")
+
+
+def _cells(row):
+    return [td.text for td in row.find_all("td")]
+
+
+def test_the_next_steps_say_what_the_text_report_says_and_the_command_runs_it_again(chromium, run_cli, tmp_path):
+    page, saved = tmp_path / "r.html", tmp_path / "r.json"
+    result = run_cli("run", EXAMPLE, "--backend", "onnxrt:fp16", "--backend", "onnxrt", "--mark-all", "--local-error",
+                     "--report-html", page, "--report-json", saved)
+    assert result.exit_code == 1, result.output
+    document = json.loads(saved.read_text())
+    dom = dump_dom(chromium, page)
+    steps = dom.find("section", id_="next")
+    [hint] = [line.split("hint: ", 1)[1] for line in result.output.splitlines() if "pass with" in line]
+    assert "pass with --atol 0.002 or --rtol 0.02" in hint  # as the text report words it, from the same function
+    assert [li.text for li in steps.find("ul", class_="hints").find_all("li")] == [hint]
+
+    lines = result.output.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("Local error of "))
+    headline = lines[start].split("): ", 1)[1]
+    listed = [line.split()[1] for line in lines[start + 1:] if line.startswith(("  FAILED  ", "  PASSED  "))]
+    assert steps.find("p", class_="local-headline").text.startswith(headline)
+    rows = steps.find_all("tr", class_="local-row")
+    assert [_cells(r)[1] for r in rows] == listed == ["conv", "Y", "Z"]  # ranked as the text report lists them
+    assert all(_cells(r)[0] == "FAILED" and "failed" in r.classes for r in rows)
+
+    [pair] = dom.find_all("tr", class_="pair-row")
+    assert _cells(pair)[7] == f"{document['pairs'][0]['worst_rel_beyond_atol']:.3g}"
+    assert _cells(pair)[8] == "1 of 1 (iteration 0)"  # not a bare 0 beside FAILED
+
+    command = steps.find("pre", class_="command").text
+    assert command == document["command"] and command.startswith("cmpx run examples/models/conv.onnx --backend ")
+    words = shlex.split(command)
+    again = run_cli(*words[1:])  # what the page says runs the same comparison (and writes the same reports)
+    assert again.exit_code == 1 and hint in again.output, again.output
+    assert json.loads(saved.read_text())["pairs"][0]["worst_abs"] == document["pairs"][0]["worst_abs"]
+
+
+def test_a_second_independent_fault_shows_in_the_local_error_ranking(chromium, run_cli, models, tmp_path):
+    page = tmp_path / "r.html"
+    result = run_cli("run", models.two_faults, "--backend", "onnxrt", "--backend", "onnxref", "--mark-all",
+                     "--local-error", "-q", "--report-html", page)
+    assert result.exit_code == 1, result.output
+    rows = dump_dom(chromium, page).find("section", id_="next").find_all("tr", class_="local-row")
+    failing = [_cells(r)[3] for r in rows if _cells(r)[0] == "FAILED"]
+    assert sorted(failing) == ["BatchNormalization", "Softmax"]  # both faults, failing on their own, listed first
+    assert [_cells(r)[0] for r in rows[:2]] == ["FAILED", "FAILED"]
+
+
+def test_the_page_at_820_px_stacks_what_does_not_fit_and_stays_readable(chromium, failing_marked_run, tmp_path):
+    page, _ = failing_marked_run
+    probe = """<script>
+      var body = document.body, main = document.querySelector("main");
+      body.setAttribute("data-viewport", window.innerWidth);
+      body.setAttribute("data-page-width", document.documentElement.scrollWidth);
+      body.setAttribute("data-main-left", Math.round(main.getBoundingClientRect().left));
+      body.setAttribute("data-panels", Array.from(document.querySelectorAll(".panels img"),
+                                                  i => Math.round(i.getBoundingClientRect().width)).join(" "));
+      body.setAttribute("data-wide", Array.from(document.querySelectorAll("figure.wide img"),
+                                                i => Math.round(i.getBoundingClientRect().width)).join(" "));
+    </script>"""
+    text = re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", page.read_text())
+    probed = tmp_path / "probe.html"
+    probed.write_text(text.replace("</body>", probe + "</body>"))
+    dom = dump_dom(chromium, probed, width=820)
+    body = dom.find("body").attrs
+    assert int(body["data-viewport"]) == 820
+    assert int(body["data-page-width"]) <= 820  # wide tables scroll inside themselves, not the page
+    assert int(body["data-main-left"]) < 30  # the navigation goes on top instead of taking a column
+    natural = [struct.unpack(">II", base64.b64decode(i.attrs["src"].split(",", 1)[1])[16:24])[0]
+               for f in dom.find_all("div", class_="panels") for i in f.find_all("img")]
+    shown = [int(w) for w in body["data-panels"].split()]
+    assert len(shown) == len(natural) == 9 and all(s >= 0.75 * n for s, n in zip(shown, natural))  # not shrunk
+    assert int(body["data-wide"]) >= 960  # the profile keeps a readable size and scrolls sideways

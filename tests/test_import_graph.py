@@ -102,11 +102,11 @@ GRAPH = import_graph(KNOWN)
 
 # Layer rules: (who, what it must not import, why). A prefix "cmpx.x" means the module cmpx.x and those under it.
 COMMANDS = ("cmpx.cli.main", "cmpx.cli.launch", "cmpx.cli.run", "cmpx.cli.reduce_cmd", "cmpx.cli.sweep_cmd",
-            "cmpx.cli.env_cmd")
+            "cmpx.cli.env_cmd", "cmpx.cli.tolerances_cmd")
 LOWER = ("cmpx.errors", "cmpx._version", "cmpx.printable", "cmpx.dtypes", "cmpx.userfiles", "cmpx.outputs",
          "cmpx.structured", "cmpx.model", "cmpx.saved", "cmpx.transport", "cmpx.loaders", "cmpx.transforms",
-         "cmpx.results", "cmpx.report_data", "cmpx.runtimes", "cmpx.run_options", "cmpx.request",
-         "cmpx.request_words", "cmpx.argtypes")
+         "cmpx.results", "cmpx.oracle", "cmpx.report_data", "cmpx.runtimes", "cmpx.run_options", "cmpx.request",
+         "cmpx.request_words", "cmpx.argtypes", "cmpx.tolerance_file", "cmpx.noise_floor")
 RUN_LAYER = ("cmpx.session", "cmpx.api", "cmpx.planner", "cmpx.execution", "cmpx.report", "cmpx.reports",
              "cmpx.cli", "cmpx.sweep", "cmpx.reduce")
 RULES = [
@@ -124,6 +124,7 @@ EXEMPT = {  # importer -> imported, each allowed with its reason
     ("cmpx.cli.main", "cmpx.cli.reduce_cmd"): "the group holds its commands",
     ("cmpx.cli.main", "cmpx.cli.sweep_cmd"): "the group holds its commands",
     ("cmpx.cli.main", "cmpx.cli.env_cmd"): "the group holds its commands",
+    ("cmpx.cli.main", "cmpx.cli.tolerances_cmd"): "the group holds its commands",
     ("cmpx.cli.launch", "cmpx.cli.main"): "the console script hands over to the group",
     ("cmpx.__main__", "cmpx.cli.launch"): "python -m cmpx is the console script",
 }

@@ -135,9 +135,9 @@ def test_the_timeout_bounds_loads_and_inferences_not_a_slow_interpreter_start(ru
 
 
 def test_a_worker_that_never_starts_fails_at_the_start_limit(run_cli, models, tmp_path, monkeypatch):
-    from cmpx import execution
+    from cmpx.transport import live
 
-    monkeypatch.setattr(execution, "START_TIMEOUT_SECONDS", 1.0)
+    monkeypatch.setattr(live, "START_TIMEOUT_SECONDS", 1.0)
     for key, value in _slow_start(tmp_path / "site", 30).items():
         monkeypatch.setenv(key, value)
     started = time.monotonic()

@@ -40,14 +40,37 @@ def _run(command: str, cwd) -> subprocess.CompletedProcess:
     return subprocess.run(program + words[1:], capture_output=True, text=True, cwd=cwd, timeout=300)
 
 
-def test_the_polygraphy_page_table_runs_row_by_row_in_both_tools(tmp_path, no_leaks):
+def _chains(rows):
+    """The table's rows in chains: a row that loads what an earlier row saved runs after it, in its chain; the
+    chains are independent (each its own test, so that a parallel suite spreads them)."""
+    chains: list[list[tuple[str, str]]] = []
+    saved: dict[str, int] = {}  # a path a row writes -> its chain
+    for row in rows:
+        words = shlex.split(row[1])
+        read = [words[i + 1] for i, word in enumerate(words[:-1]) if word.startswith("--load")]
+        chain = next((saved[path] for path in read if path in saved), None)
+        if chain is None:
+            chain = len(chains)
+            chains.append([])
+        chains[chain].append(row)
+        saved.update(dict.fromkeys((words[i + 1] for i, word in enumerate(words[:-1]) if word.startswith("--save")),
+                                   chain))
+    return chains
+
+
+def test_the_polygraphy_page_table_has_its_rows():
     rows = _table_rows()
     assert len(rows) >= 14
+    assert sum(map(len, _chains(rows))) == len(rows) and len(_chains(rows)) < len(rows)  # some rows read others'
+
+
+@pytest.mark.parametrize("chain", _chains(_table_rows()), ids=lambda chain: chain[0][1].split(" ", 3)[-1][:40])
+def test_the_polygraphy_page_table_runs_row_by_row_in_both_tools(chain, tmp_path, no_leaks):
     for side in ("polygraphy", "cmpx"):
         (tmp_path / side).mkdir()
         shutil.copy(EXAMPLE, tmp_path / side / "model.onnx")
         (tmp_path / side / "data.py").write_text(DATA_SCRIPT)
-    for polygraphy, cmpx in rows:
+    for polygraphy, cmpx in chain:
         if "--trt" not in polygraphy:  # no GPU here: Polygraphy's TensorRT runner cannot run
             theirs = _run(polygraphy, tmp_path / "polygraphy")
             assert theirs.returncode == 0, f"{polygraphy}\n{theirs.stdout[-2000:]}{theirs.stderr[-2000:]}"

@@ -162,7 +162,7 @@ def test_per_layer_comparison_lines_up_a_transformed_graph(run_cli, models):
 
 @pytest.mark.parametrize("args, message", [
     (("--backend", "onnxrt:fp4", "--backend", "onnxrt"), "--backend onnxrt:fp4: unknown transform 'fp4'; available: "
-                                                         "bf16, fp16, fp8, int8"),
+                                                         "bf16, fp16, fp64, fp8, int8"),
     (("--backend", "onnxrt:fp8", "--backend", "onnxrt", "--onnxrt-optimization", "max"),
      "'max' is not one of 'disable', 'basic', 'extended', 'all'"),
     (("--backend", "onnxrt", "--backend", "onnxref", "--fp16"), "--fp16 applies to backends that take precision flags (trt here)"),

@@ -141,6 +141,26 @@ def test_an_fp16_failure_of_a_real_network(run_cli, tmp_path):
     assert fp32.exit_code == 0, fp32.output
 
 
+def test_keep_fp32_follows_each_candidate_and_the_reproduce_line(run_cli, tmp_path):
+    """--keep-fp32 names nodes or op types of the full model: a candidate without them runs (it is not 'could not
+    run' for naming what was cut away), and the printed reproduce line keeps those the written model has, so it
+    runs what was checked."""
+    out = tmp_path / "kept.onnx"
+    result = run_cli("reduce", MODELS / "regnet_stages12.onnx", "--backend", "onnxrt:fp16", "--backend", "onnxrt",
+                     "--input-shapes", "input:[1,3,32,32]", "--atol", "1e-3", "--rtol", "1e-3", "--keep-fp32", "Add",
+                     "Relu", "-o", out)
+    assert result.exit_code == 1, result.output
+    assert "could not run" not in result.output, result.output
+    line = next(line for line in result.output.splitlines() if line.startswith("reproduce: "))
+    assert "  -> FAILED" in line, line
+    kept_types = {node.op_type for node in onnx.load(str(out)).graph.node}
+    shown = line.partition("--keep-fp32 ")[2].split(" --")[0].split()
+    assert shown == [op for op in ("Add", "Relu") if op in kept_types] != [], (line, kept_types)
+    words = shlex.split(line.removeprefix("reproduce: cmpx ").partition("  -> ")[0])
+    again = run_cli(*words)  # the command as printed runs and fails as the check did
+    assert again.exit_code == 1, again.output
+
+
 def test_external_weights_are_read_where_they_are_and_the_result_stands_alone(run_cli, tmp_path):
     """A model whose weights live in an external file (as models over 2 GB must), reduced into another directory:
     the written model carries the weights its node uses, runs from there, and the source's weights are untouched."""

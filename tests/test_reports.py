@@ -3,6 +3,8 @@
 import json
 import xml.etree.ElementTree as ET
 
+import pytest
+
 EXAMPLE = "examples/models/conv.onnx"
 
 
@@ -82,3 +84,24 @@ def test_json_report_names_frameworks_options_seed_and_the_compared_tensors_in_g
     plain = tmp_path / "plain.json"
     run_cli("run", EXAMPLE, "--backend", "onnxrt", "--backend", "onnxref", "--report-json", plain)
     assert json.loads(plain.read_text())["tensors"] == []  # nothing marked: no per-layer view
+
+
+def test_the_summary_line_gives_the_relative_error_where_the_reference_exceeds_atol():
+    import numpy as np
+
+    from cmpx.argtypes import PerOutput
+    from cmpx.comparison.compare import ComparisonSettings, compare_outputs
+    from cmpx.reports.text import _pair_line
+    from cmpx.results import PairTally
+    from cmpx_comparators.metrics import ToleranceCheck
+
+    settings = ComparisonSettings([ToleranceCheck(None)], PerOutput(1e-3), PerOutput(1e-3))
+    reference = np.array([0.0, 1.0, 2.0], np.float32)
+    tally = PairTally("a", "b")
+    tally.add(compare_outputs("a", "b", 0, {"out": np.array([1e-4, 1.01, 2.0], np.float32)}, {"out": reference},
+                              settings))
+    assert tally.worst_rel > 1e11 and tally.worst_rel_beyond_atol == pytest.approx(0.01, rel=1e-4)
+    assert _pair_line(tally).endswith(f"worst rel {tally.worst_rel:.3g} (0.01 where |reference| > atol)")
+    same = PairTally("a", "b")
+    same.add(compare_outputs("a", "b", 0, {"out": reference * 1.01}, {"out": reference}, settings))
+    assert "where" not in _pair_line(same)  # no reference at 0: the worst rel is the one that counts

@@ -12,12 +12,13 @@ from cmpx_onnxref.ml_ops import NEW_OPS
 
 class OnnxrefBackend(Backend):
     def load(self, model_path: str) -> None:
-        model = model_path
+        model: str | onnx.ModelProto = model_path
         if self.marked:
             from cmpx.model.graph import exposed_model, model_directory
 
-            model = exposed_model(model_path, self.marked)
-            onnx.load_external_data_for_model(model, model_directory(model_path))
+            exposed = exposed_model(model_path, self.marked)
+            onnx.load_external_data_for_model(exposed, model_directory(model_path))
+            model = exposed
         if self.options.get("opset") is not None:
             model = _converted(onnx.load(model) if isinstance(model, str) else model, int(self.options["opset"]))
         try:

@@ -7,6 +7,7 @@ Written from the operator specifications (onnx/docs/Operators-ml.md), as plain n
 from __future__ import annotations
 
 import numpy as np
+from onnx.reference.op_run import OpRun
 from onnx.reference.ops.aionnxml._op_run_aionnxml import OpRunAiOnnxMl
 
 
@@ -61,13 +62,13 @@ class CategoryMapper(OpRunAiOnnxMl):
         words = [w.decode() if isinstance(w, bytes) else str(w) for w in (cats_strings or [])]
         array = np.asarray(X)
         if array.dtype.kind in "iu":
-            table = dict(zip(numbers, words))
-            default = _text(default_string) if default_string is not None else "_Unused"
-            out = np.array([table.get(int(v), default) for v in array.reshape(-1)], dtype=object)
+            to_word = dict(zip(numbers, words))
+            unknown_word = _text(default_string) if default_string is not None else "_Unused"
+            out = np.array([to_word.get(int(v), unknown_word) for v in array.reshape(-1)], dtype=object)
         else:
-            table = dict(zip(words, numbers))
-            default = int(default_int64) if default_int64 is not None else -1
-            out = np.array([table.get(str(v), default) for v in array.reshape(-1)], dtype=np.int64)
+            to_number = dict(zip(words, numbers))
+            unknown_number = int(default_int64) if default_int64 is not None else -1
+            out = np.array([to_number.get(str(v), unknown_number) for v in array.reshape(-1)], dtype=np.int64)
         return (out.reshape(array.shape),)
 
 
@@ -75,4 +76,4 @@ def _text(value) -> str | None:
     return value.decode() if isinstance(value, bytes) else value
 
 
-NEW_OPS = [ZipMap, CastMap, CategoryMapper]
+NEW_OPS: list[type[OpRun]] = [ZipMap, CastMap, CategoryMapper]

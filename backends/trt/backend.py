@@ -234,7 +234,9 @@ def _progress_monitor(trt, report):
     if not hasattr(trt, "IProgressMonitor"):
         return None
 
-    class Monitor(trt.IProgressMonitor):
+    base: Any = trt.IProgressMonitor  # TensorRT's class, from the module the worker imported
+
+    class Monitor(base):
         def __init__(self) -> None:
             trt.IProgressMonitor.__init__(self)
             self.phases = BuildPhases()

@@ -34,7 +34,8 @@ class BuildPhases:
     def _text(self) -> str:
         if not self._phases:
             return ""
-        chain, name = [], next(reversed(self._phases))
+        chain: list[str] = []
+        name: str | None = next(reversed(self._phases))
         while name is not None and name in self._phases and name not in chain:
             chain.append(name)
             name = self._phases[name][0]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from cmpx_trt.profiles import Profile
+from cmpx_trt.profiles import Profile, Shape
 
 ENGINE_SUFFIXES = (".engine", ".plan")
 
@@ -51,6 +51,8 @@ def numpy_name(data_type: Any) -> str:
 def engine_profiles(inputs: Sequence[str], count: int,
                     profile_shape: Callable[[str, int], Sequence[Sequence[int]]]) -> list[Profile]:
     """The engine's optimization profiles: ``profile_shape(input, k)`` gives (min, opt, max) of profile k."""
-    return [Profile({name: tuple(tuple(int(d) for d in shape) for shape in profile_shape(name, index))
-                     for name in inputs})
-            for index in range(count)]
+    def shapes(name: str, index: int) -> tuple[Shape, Shape, Shape]:
+        low, opt, high = (tuple(int(d) for d in shape) for shape in profile_shape(name, index))
+        return low, opt, high
+
+    return [Profile({name: shapes(name, index) for name in inputs}) for index in range(count)]

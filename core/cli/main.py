@@ -17,6 +17,7 @@ from cmpx.cli.env_cmd import env_group
 from cmpx.cli.invocation import Invocation, invocation
 from cmpx.cli.reduce_cmd import reduce_command
 from cmpx.cli.sweep_cmd import sweep_command
+from cmpx.cli.tolerances_cmd import tolerances_command
 from cmpx.errors import CmpxError, ExitCode, exit_code_of
 from cmpx.limits import exhausted
 from cmpx.printable import printable
@@ -133,6 +134,7 @@ def plugins_command() -> None:
 
 cli.add_command(sweep_command)
 cli.add_command(reduce_command)
+cli.add_command(tolerances_command)
 
 
 @cli.command("tensors")

@@ -5,10 +5,12 @@ from __future__ import annotations
 import click
 
 from cmpx.plugins import PluginSet
+from cmpx.registry import BackendRegistry, DataLoaderRegistry, MetricRegistry, TransformRegistry
 
 
 def show_plugins(plugins: PluginSet) -> None:
-    sections = [("Backends", plugins.backends), ("Data loaders", plugins.data_loaders),
+    Registry = BackendRegistry | DataLoaderRegistry | MetricRegistry | TransformRegistry
+    sections: list[tuple[str, Registry]] = [("Backends", plugins.backends), ("Data loaders", plugins.data_loaders),
                 ("Metrics", plugins.metrics), ("Model transforms", plugins.transforms)]
     for title, registry in sections:
         click.echo(f"{title}:")

@@ -105,14 +105,14 @@ def build_run_command(plugins: PluginSet, callback: Callable[..., Any] | None = 
             metavar="[NAME:]VALUE", group=COMPARISON,
             help=f"threshold of --compare {metric.name} [default: {metric.metric.threshold:g}]"))
     for spec in plugins.backends:
-        for option in spec.options:
-            kwargs = {"group": f"Backend {spec.name}", "help": option.help}
-            if option.is_flag:
+        for own in spec.options:  # the backend's own options
+            kwargs = {"group": f"Backend {spec.name}", "help": own.help}
+            if own.is_flag:
                 kwargs.update(is_flag=True, default=False)
             else:
-                kwargs.update(multiple=option.multiple, default=option.default,
-                              type=click.Choice(option.choices) if option.choices else option.type)
-            params.append(GroupedOption([spec.flag(option), *option.aliases, spec.param(option)], **kwargs))
+                kwargs.update(multiple=own.multiple, default=own.default,
+                              type=click.Choice(own.choices) if own.choices else own.type)
+            params.append(GroupedOption([spec.flag(own), *own.aliases, spec.param(own)], **kwargs))
     params += [
         GroupedOption(["-p", "--plugin", "plugin_args"], multiple=True, metavar="MODULE", group=EXECUTION,
                       help="load a plugin module here and in every worker (also CMPX_PLUGINS=a,b); "

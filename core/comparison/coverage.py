@@ -5,11 +5,12 @@ never ran, marked tensors no pair produced on both sides)."""
 from __future__ import annotations
 
 import fnmatch
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cmpx.run_options import threshold_flag
 
 if TYPE_CHECKING:
+    from cmpx.argtypes import PerOutput
     from cmpx.plan import RunPlan
     from cmpx.request import RunRequest
     from cmpx.results import RunResult
@@ -21,9 +22,10 @@ def unfulfilled(request: RunRequest, plan: RunPlan, result: RunResult) -> list[s
     compared = result.compared_outputs
     found = []
     comparison = plan.comparison
-    per_output = {"--atol": comparison.atol, "--rtol": comparison.rtol, "--check-error-stat": comparison.check_stat,
-                  "--error-quantile": comparison.quantile,
-                  **{threshold_flag(name): values for name, values in comparison.thresholds.items()}}
+    per_output: dict[str, PerOutput[Any]] = {
+        "--atol": comparison.atol, "--rtol": comparison.rtol, "--check-error-stat": comparison.check_stat,
+        "--error-quantile": comparison.quantile,
+        **{threshold_flag(name): values for name, values in comparison.thresholds.items()}}
     for option, values in per_output.items():
         for name in values.overrides:
             if name not in compared:

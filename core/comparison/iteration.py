@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from cmpx.comparison.compare import compare_tensor
 from cmpx.comparison.divergence import first_divergence
+from cmpx.comparison.oracle import judge, look_for_jump, measure, transforms_of
 from cmpx.comparison.pairing import comparison_pairs
 from cmpx.comparison.structural import conform
 from cmpx.comparison.validation import find_non_finite
@@ -20,6 +21,7 @@ from cmpx.structured import NotComparable, Structured
 
 if TYPE_CHECKING:
     from cmpx.local_error.keeper import ReferenceKeeper
+    from cmpx.oracle import OracleError
     from cmpx.plan import RunPlan
     from cmpx.reports.reporter import Reporter
     from cmpx.results import RunResult
@@ -41,6 +43,10 @@ class IterationComparer:
         self.wants_values = plan.single or bool(getattr(reporter, "wants_values", False))
         outputs = plan.model.outputs if plan.model else ()
         self.structured = {spec.name: spec for spec in outputs if not spec.is_tensor}  # sequences, maps...
+        if plan.oracle is not None and result.oracle is None:
+            from cmpx.oracle import OracleSummary
+
+            result.oracle = OracleSummary(plan.oracle)
 
     def compare(self, iteration: int, digest: str | None, sources: dict[str, TensorSource]) -> None:
         """Compare iteration ``iteration``: every tensor of the live backends' ``sources`` and the saved runs."""
@@ -65,7 +71,7 @@ class IterationComparer:
                                       f"left out from iteration {iteration} on")
         order = [name for name in plan.names if name in sources or name in live]
         state = OpenIteration(iteration, digest, order,
-                              [PairResult(b, r, iteration) for b, r in comparison_pairs(order, plan.reference)])
+                              [PairResult(b, r, iteration) for b, r in comparison_pairs(order, plan.reference, plan.oracle)])
         for name, source in sources.items():
             state.add(name, source, plan.output_map)
         return state
@@ -82,8 +88,7 @@ class IterationComparer:
         for tensor in wanted:
             if tensor in state.compared or tensor in plan.excluded:
                 continue
-            holders = {name: state.holder(name, tensor) for name in order}
-            holders = {name: holder for name, holder in holders.items() if holder is not None}
+            holders = {name: holder for name in order if (holder := state.holder(name, tensor)) is not None}
             if not holders:
                 continue
             state.compared.add(tensor)
@@ -96,7 +101,9 @@ class IterationComparer:
                 arrays = {name: plan.postprocess.apply(tensor, array) if not isinstance(array, NotComparable)
                           else array for name, array in arrays.items()}
             stop = compare_tensor(state.pairs, tensor, arrays, plan.comparison, required,
-                                  {name: spec.value_type for name, spec in self.structured.items()})
+                                  {name: spec.value_type for name, spec in self.structured.items() if spec.value_type})
+            if plan.oracle in arrays:
+                self._against_oracle(state, tensor, arrays)
             del arrays
             for name, source in holders.items():
                 source.release(names[name][tensor])
@@ -123,12 +130,18 @@ class IterationComparer:
         if self.keeper is not None:
             self.keeper.compared(iteration, pairs)
         transformed = {b.name: b.transform for b in plan.backends if b.absent_marks}
+        transforms = transforms_of(plan)
+        if self.result.oracle is not None and plan.mark and plan.graph is not None:
+            for name, errors in state.oracle_errors.items():
+                look_for_jump(plan.graph, self.result.oracle.backend(name), iteration, errors, transforms.get(name))
         for pair in pairs:
             for side in (pair.backend, pair.reference):
                 if side in transformed and any(has != side for _, has in pair.unmatched):
                     pair.lacking[side] = f"not in the {transformed[side]} graph"
             if plan.graph is not None:
                 pair.first_divergence = first_divergence(plan.graph, {o.output: o for o in pair.outputs})
+            if plan.oracle is not None:
+                pair.oracle = judge(pair, state.oracle_errors, plan.oracle, transforms)
             if not pair.outputs or any(o.missing_in for o in pair.outputs):
                 pair.note = _mismatched_names(pair, names)
             self.result.note_compared(pair)
@@ -159,6 +172,18 @@ class IterationComparer:
 
             values.setdefault(name, []).append(value_stats(tensor, flat))
 
+    def _against_oracle(self, state: OpenIteration, tensor: str, arrays: Mapping[str, Any]) -> None:
+        """Measure every other backend's ``tensor`` against the oracle's, in float64."""
+        oracle = self.plan.oracle
+        if oracle is None:
+            return
+        for name, array in arrays.items():
+            if name != oracle and self.result.oracle is not None:
+                error = measure(array, arrays[oracle])
+                if error is not None:
+                    state.oracle_errors.setdefault(name, {})[tensor] = error
+                    self.result.oracle.backend(name).add(tensor, error)
+
     def _once(self, kind: str, name: str) -> bool:
         if (kind, name) in self.warned:
             return False
@@ -186,6 +211,7 @@ class OpenIteration:
         self.compared: set[str] = set()
         self.values: dict[str, list[Any]] = {}
         self.sliced = False
+        self.oracle_errors: dict[str, dict[str, OracleError]] = {}  # backend -> tensor -> its error against the oracle
 
     def add(self, name: str, source: TensorSource, output_map: Mapping[str, str]) -> None:
         """``source`` holds more of backend ``name``'s tensors."""

@@ -25,12 +25,16 @@ def check_reference(reference: str | None, names: Sequence[str]) -> None:
                          f"backends: {', '.join(names)}")
 
 
-def comparison_pairs(names: Sequence[str], reference: str | None) -> list[tuple[str, str]]:
+def comparison_pairs(names: Sequence[str], reference: str | None, oracle: str | None = None
+                     ) -> list[tuple[str, str]]:
     """(backend, reference) pairs among ``names`` (the backends that produced results).
 
     By default each backend is compared with the next one, which is the reference (as in Polygraphy);
-    with ``reference`` every other backend is compared against it.
+    with ``reference`` every other backend is compared against it. The run's fp64 ``oracle`` (cmpx.oracle) takes
+    part only as the reference, or when there is nothing else to compare (it and one other backend).
     """
+    if oracle is not None and oracle != reference and len([n for n in names if n != oracle]) >= 2:
+        names = [name for name in names if name != oracle]
     if reference is not None:
         return [(name, reference) for name in names if name != reference] if reference in names else []
     return [(names[i], names[i + 1]) for i in range(len(names) - 1)]

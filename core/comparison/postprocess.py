@@ -43,7 +43,7 @@ class Postprocess:
 
 def parse_postprocess(words: Iterable[str]) -> Postprocess:
     parsed = parse_per_output("--postprocess", words, None, _top_k, example="top-K")
-    return Postprocess(parsed.default, dict(parsed.overrides))
+    return Postprocess(parsed.default, {name: spec for name, spec in parsed.overrides.items() if spec is not None})
 
 
 def _top_k(text: str) -> TopK:

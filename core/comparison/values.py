@@ -36,7 +36,7 @@ class ValueStats:
         else:
             text = f"{head}: min {self.minimum:.6g}, max {self.maximum:.6g}"
             excluded = self.nan_count + self.inf_count
-            if math.isnan(self.mean):
+            if self.mean is None or math.isnan(self.mean):
                 text += ", no finite value for mean and std"
             else:
                 text += f", mean {self.mean:.6g}, std {self.std:.6g}"

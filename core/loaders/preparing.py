@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from dataclasses import replace
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -52,10 +53,10 @@ def check_input_sizes(inputs: Sequence[TensorSpec]) -> None:
 
     sizes = {}
     for spec in inputs:
-        if spec.shape is None or not all(isinstance(d, int) for d in spec.shape):
+        if spec.sizes is None:
             continue
         try:
-            sizes[spec.name] = math.prod(spec.shape) * numpy_dtype(spec.dtype).itemsize
+            sizes[spec.name] = math.prod(spec.sizes) * numpy_dtype(spec.dtype).itemsize
         except TypeError:  # a dtype numpy cannot size: the loader says so
             continue
     available = available_memory()
@@ -63,7 +64,7 @@ def check_input_sizes(inputs: Sequence[TensorSpec]) -> None:
         return
     name = max(sizes, key=lambda n: sizes[n])
     spec = next(s for s in inputs if s.name == name)
-    raise LimitReached(f"input {name} {list(spec.shape)} {spec.dtype} needs {size_text(sizes[name])}"
+    raise LimitReached(f"input {name} {list(spec.sizes or ())} {spec.dtype} needs {size_text(sizes[name])}"
                        + (f" (all inputs {size_text(sum(sizes.values()))})" if len(sizes) > 1 else "")
                        + f", more than the {size_text(available)} of memory available (cgroup limits included); "
                        "give smaller --input-shapes")
@@ -104,15 +105,25 @@ def fitted(feeds: Any, inputs: Sequence[TensorSpec], loader: str, warn: Callable
             return
 
 
-def peeked(feeds: Feeds, source: str) -> Feeds:
-    """``feeds`` with its first feed made now (a data source that fails should fail before any inference); a source
-    that gives none is bad input (nothing could be compared)."""
+def peeked(feeds: Feeds, source: str) -> tuple[Mapping[str, Any], Feeds]:
+    """The first feed of ``feeds``, made now (a data source that fails should fail before any inference), and the
+    feeds, that one included; a source that gives none is bad input (nothing could be compared)."""
     feeds = _guarded(feeds, source)
     first = next(feeds, None)
     if first is None:
         raise UsageError(f"the data loader {source!r} gave no feed: nothing to run; check what it yields (or the "
                          "saved inputs it reads)")
-    return _prepend([first], feeds)
+    return first, _prepend([first], feeds)
+
+
+def fed_shapes(inputs: Sequence[TensorSpec], feed: Mapping[str, Any]) -> list[TensorSpec]:
+    """``inputs`` with the shapes ``feed`` gives where the model leaves a dimension open (saved or scripted data:
+    what the slicing plan sizes the marked tensors from; a later feed of other shapes is sized as the first)."""
+    def open_shape(spec: TensorSpec) -> bool:
+        return spec.shape is None or not all(isinstance(d, int) for d in spec.shape)
+
+    return [replace(spec, shape=tuple(int(d) for d in feed[spec.name].shape))
+            if open_shape(spec) and hasattr(feed.get(spec.name), "shape") else spec for spec in inputs]
 
 
 def _guarded(feeds: Feeds, source: str) -> Feeds:

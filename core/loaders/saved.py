@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 from cmpx.loaders.options import DataOptions
 from cmpx.model.info import TensorSpec
@@ -16,7 +17,7 @@ class SavedDataLoader:
     def __init__(self, options: DataOptions):
         self.options = options
 
-    def feeds(self, inputs: Sequence[TensorSpec]) -> Iterator[dict]:
+    def feeds(self, inputs: Sequence[TensorSpec]) -> Iterator[Mapping[str, Any]]:
         names = [spec.name for spec in inputs]
         files = [open_saved(path, "inputs", names) for path in self.options.paths]  # all checked before any feed
         feeds = (source.load(i) for saved in files for source in saved.sources for i in range(len(source)))

@@ -6,10 +6,11 @@ dicts. Running the script is the point (as in Polygraphy); nothing is ever unpic
 
 from __future__ import annotations
 
-import importlib.util
+import importlib.machinery
 import itertools
 import os
 import sys
+import types
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -48,11 +49,13 @@ class ScriptDataLoader:
 
     def _function(self):
         check_regular(self.path, "--data-loader-script")
-        spec = importlib.util.spec_from_file_location(f"cmpx_data_script_{abs(hash(self.path))}", self.path)
-        module = importlib.util.module_from_spec(spec)
+        name = f"cmpx_data_script_{abs(hash(self.path))}"
+        loader = importlib.machinery.SourceFileLoader(name, self.path)  # Python source, whatever the file's suffix
+        module = types.ModuleType(name)
+        module.__file__ = self.path
         sys.path.insert(0, os.path.dirname(os.path.abspath(self.path)))
         try:
-            spec.loader.exec_module(module)
+            loader.exec_module(module)
         except KeyboardInterrupt:
             raise
         except BaseException as exc:  # noqa: BLE001 - a script calling sys.exit() at import is its own failure

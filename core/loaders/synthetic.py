@@ -41,7 +41,9 @@ class SyntheticDataLoader:
             rng = np.random.RandomState(seed)
             feed = {}
             for position, (spec, dtype, value_range, given) in enumerate(plans):
-                shape = tuple(spec.shape)
+                shape = spec.sizes
+                if shape is None:
+                    raise ValueError(f"synthetic data needs concrete shapes, not {spec.name} {spec.shape_text()}")
                 if dtype.kind in "iu" and not given:
                     rng.randint(0, 2, size=shape, dtype=dtype)  # what Polygraphy's default {0, 1} draw consumes
                     feed[spec.name] = sample(np.random.RandomState([seed, SIDE_STREAM, position]), dtype, shape,
@@ -102,11 +104,11 @@ def int_limits(dtype: np.dtype) -> tuple[int, int]:
     """The smallest and largest value of an integer dtype (numpy's, or ml_dtypes' int4, int2...)."""
     if dtype.kind in "iu":
         info = np.iinfo(dtype)
-    else:
-        import ml_dtypes
+        return int(info.min), int(info.max)
+    import ml_dtypes
 
-        info = ml_dtypes.iinfo(dtype)
-    return int(info.min), int(info.max)
+    narrow = ml_dtypes.iinfo(dtype)
+    return int(narrow.min), int(narrow.max)
 
 
 def _uniform_floats(rng: np.random.RandomState, dtype: np.dtype, shape: tuple[int, ...], scale: float,

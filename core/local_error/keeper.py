@@ -28,10 +28,12 @@ class ReferenceKeeper:
         from cmpx.saved.cmpx_format import RunWriter
 
         live = {b.name for b in plan.backends}
-        self.pairs = [(b, r) for b, r in comparison_pairs(plan.names, plan.reference) if b in live]
+        self.pairs = [(b, r) for b, r in comparison_pairs(plan.names, plan.reference, plan.oracle) if b in live]
         self.saved = {s.name: s for s in plan.saved_backends}
         self.kept = {r for _, r in self.pairs if r in live}
         self.verdicts: dict[tuple[str, str], dict[str, bool]] = {}
+        if plan.local_error_dir is None:
+            raise ValueError("a ValueKeeper needs the plan's local_error_dir (--local-error)")
         self.directory = plan.local_error_dir
         self.failed: str | None = None  # why the values could not be kept (a full disk)
         self.done = False  # iteration 0 was compared and its values are kept

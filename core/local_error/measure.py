@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 
 from cmpx.errors import BackendFailed
 from cmpx.results import LocalError, ranked
-from cmpx.transport import supervisor
 
 if TYPE_CHECKING:
     from cmpx.local_error.keeper import ReferenceKeeper
@@ -28,11 +27,13 @@ if TYPE_CHECKING:
     from cmpx.plan import BackendPlan, RunPlan
     from cmpx.reports.reporter import Reporter
     from cmpx.results import RunResult
-    from cmpx.transport.arena import ReusedSegments
+    from cmpx.transport.live import LiveBackends, OnWait, Replies, Reply
+
+KEY = "l"  # the run's segments --local-error feeds and fills (cmpx.transport.live)
 
 
-def measure_local_errors(plan: RunPlan, workers: Mapping[str, supervisor.Worker], keeper: ReferenceKeeper,
-                         reporter: Reporter, result: RunResult, prefix: str) -> None:
+def measure_local_errors(plan: RunPlan, backends: LiveBackends, keeper: ReferenceKeeper, reporter: Reporter,
+                         result: RunResult) -> None:
     """Measure every pair's local errors into its tally (``PairTally.local_errors``, largest first)."""
     if keeper.failed is not None:
         reporter.warning(f"--local-error: the reference's values could not be kept ({keeper.failed}); local error "
@@ -40,39 +41,32 @@ def measure_local_errors(plan: RunPlan, workers: Mapping[str, supervisor.Worker]
         return
     if not keeper.done:
         return  # iteration 0 was never compared (every backend failed, or the run was interrupted)
-    from cmpx.transport.arena import ReusedSegments
-
     feed = keeper.inputs()
-    segments = ReusedSegments()
-    backends = {b.name: b for b in plan.backends}
-    try:
-        for backend, reference in keeper.pairs:
-            tally, worker = result.tallies.get((backend, reference)), workers.get(backend)
-            if tally is None or worker is None or not worker.alive:
-                continue
-            started = time.monotonic()
-            measurer = _PairMeasurer(plan, backends[backend], worker, reporter, segments, prefix)
-            errors = measurer.measure(keeper.values(reference), feed, keeper.verdicts.get((backend, reference), {}))
-            tally.local_errors = ranked(errors)
-            tally.local_error_seconds = time.monotonic() - started
-    finally:
-        segments.close()
+    for backend, reference in keeper.pairs:
+        tally = result.tallies.get((backend, reference))
+        if tally is None or backend not in backends.alive():
+            continue
+        started = time.monotonic()
+        measurer = _PairMeasurer(plan, backends.plans[backend], backends, reporter)
+        errors = measurer.measure(keeper.values(reference), feed, keeper.verdicts.get((backend, reference), {}))
+        tally.local_errors = ranked(errors)
+        tally.local_error_seconds = time.monotonic() - started
 
 
 class _PairMeasurer:
     """One backend's nodes, each run in its worker."""
 
-    def __init__(self, plan: RunPlan, backend: BackendPlan, worker: supervisor.Worker, reporter: Reporter,
-                 segments: ReusedSegments, prefix: str):
+    def __init__(self, plan: RunPlan, backend: BackendPlan, backends: LiveBackends, reporter: Reporter):
         self.plan = plan
         self.backend = backend
-        self.worker = worker
+        self.backends = backends
+        self.worker = backends.workers[backend.name]
         self.reporter = reporter
-        self.segments = segments
-        self.prefix = prefix
+        if plan.model is None or plan.local_error_dir is None:
+            raise ValueError("measuring local error needs the plan's model and local_error_dir")
         self.model_path = backend.model_path or plan.model_file or plan.model.path
+        self.directory = plan.local_error_dir
         self.settings = replace(plan.comparison, samples=0, fail_fast=False)
-        self.timeout = plan.timeouts[backend.name]
         self.names = {t.name: (t.node, t.op_type) for t in plan.graph.tensors} if plan.graph is not None else {}
         self.crashed: str | None = None
         self.load: Callable[[str], Any] = lambda name: None  # a reference value (or input) by name, set by measure
@@ -93,7 +87,7 @@ class _PairMeasurer:
             if tensor in names and tensor in index.producer:
                 targets.setdefault(index.producer[tensor], []).append(tensor)
         errors = []
-        directory = os.path.join(self.plan.local_error_dir, f"subgraphs-{self.backend.name.replace('/', '_')}")
+        directory = os.path.join(self.directory, f"subgraphs-{self.backend.name.replace('/', '_')}")
         os.makedirs(directory, exist_ok=True)
         started = time.monotonic()
         for number, (position, tensors) in enumerate(sorted(targets.items()), start=1):
@@ -118,14 +112,14 @@ class _PairMeasurer:
         if isinstance(outcome, str):
             return LocalError(tensor, node, op_type, None, None, None, accumulated, outcome, size)
         return LocalError(tensor, node, op_type, outcome.worst("abs"), outcome.worst("rel"), outcome.passed,
-                          accumulated, outcome.note, size)
+                          accumulated, outcome.note, size, outcome.worst("rel_beyond_atol"))
 
     def _run_node(self, index: GraphIndex, position: int, tensors: list[str], available: set[str],
                   values: Mapping[str, Any], path: str, started: float, status: str) -> dict[str, Any]:
         """Each of ``tensors``' comparison (an OutputResult), or why it has none (a string)."""
         from cmpx.comparison.compare import compare_output
         from cmpx.model.subgraph import boundary, closure, write_subgraph
-        from cmpx.transport.sources import TensorSource
+        from cmpx.transport.live import outputs
 
         nodes = closure(index, [position], available)
         inputs, _ = boundary(index, nodes)
@@ -136,29 +130,27 @@ class _PairMeasurer:
         write_subgraph(index, self.model_path, nodes, {n: (a.dtype, a.shape) for n, a in arrays.items()}, tensors,
                        path, output_types={t: values[t].dtype for t in tensors})
         what = index.node_label(position)
-        reply = self._request(supervisor.load_request("load", self.worker.next_id(), self.backend, path, ()),
-                              "ready", "load", started, status)
+        name, on_wait = self.backend.name, self._on_wait(started, status)
+        reply = self._one(self.backends.load({name: (path, ())}, on_wait=on_wait))
         if not isinstance(reply, BackendFailed):
-            descriptors = self.segments.write(f"{self.prefix}lin", arrays)
-            reply = self._request({"op": "infer", "id": self.worker.next_id(), "inputs": descriptors,
-                                   "out_prefix": f"{self.prefix}lout"}, "result", "infer", started, status)
+            ids = self.backends.infer({name: self.backends.write_inputs(arrays, KEY)}, KEY)
+            reply = self._one(self.backends.results(ids, on_wait=on_wait))
         if isinstance(reply, BackendFailed):
             return dict.fromkeys(tensors, self._failed(reply, what, len(tensors)))
-        source = TensorSource(descriptors={d["name"]: d for d in reply["outputs"]})
+        source = outputs(reply)
         try:
             return {t: compare_output(t, source.load(t), values[t], self.settings) if t in source.names
                     else f"not measured: {self.backend.name} did not return {t} from its subgraph" for t in tensors}
         finally:
             source.release_all()
 
-    def _request(self, message: Any, expect: str, phase: str, started: float, status: str) -> Any:
-        worker = self.worker
-        supervisor.send(worker, message, phase)
-        replies = supervisor.wait_replies(
-            [worker], expect, phase, self.timeout, {worker.name: message["id"]},
-            on_wait=lambda pending, elapsed, _: self.reporter.waiting(
-                f"local error, {status}", pending, time.monotonic() - started, {}))
-        return replies[worker.name]
+    def _one(self, replies: Replies) -> Reply | BackendFailed:
+        return replies[self.backend.name]
+
+    def _on_wait(self, started: float, status: str) -> OnWait:
+        """Progress while waiting: the node being measured, and the time since the measuring began."""
+        return lambda pending, elapsed, _: self.reporter.waiting(f"local error, {status}", pending,
+                                                                 time.monotonic() - started, {})
 
     def _failed(self, error: BackendFailed, what: str, count: int) -> str:
         """The note for a node whose subgraph failed; a backend that died leaves the rest unmeasured."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -93,8 +93,8 @@ def names_in(dimension: str) -> list[str]:
 def solve(dimension: str, name: str, size: int, sizes: Mapping[str, int]) -> int | None:
     """The size of ``name`` for which the expression ``dimension`` gives ``size`` (the other names from
     ``sizes``), when the expression is linear in it (``past + 1``, ``2*s``, ``past + sequence``); else None."""
-    at = [evaluate(dimension, {**sizes, name: x}) for x in (0, 1, 2)]
-    if None in at or at[1] - at[0] != at[2] - at[1] or at[1] == at[0]:
+    at = [given for x in (0, 1, 2) if (given := evaluate(dimension, {**sizes, name: x})) is not None]
+    if len(at) < 3 or at[1] - at[0] != at[2] - at[1] or at[1] == at[0]:
         return None
     slope, value = at[1] - at[0], size - at[0]
     return value // slope if value % slope == 0 and value // slope >= 0 else None
@@ -117,9 +117,10 @@ def evaluate(dimension: str, sizes: Mapping[str, int]) -> int | None:
     return value if value >= 0 else None
 
 
-_FUNCTIONS = {"min": min, "max": max, "Min": min, "Max": max, "floor": math.floor, "ceiling": math.ceil,
-              "ceil": math.ceil, "FloorToInt": math.floor, "CeilToInt": math.ceil,  # torch's sympy spellings:
-              "IntTrueDiv": lambda a, b: a / b, "FloorDiv": lambda a, b: a // b, "Mod": lambda a, b: a % b}
+_FUNCTIONS: dict[str, Callable[..., int | float]] = {
+    "min": min, "max": max, "Min": min, "Max": max, "floor": math.floor, "ceiling": math.ceil, "ceil": math.ceil,
+    "FloorToInt": math.floor, "CeilToInt": math.ceil,  # torch's sympy spellings:
+    "IntTrueDiv": lambda a, b: a / b, "FloorDiv": lambda a, b: a // b, "Mod": lambda a, b: a % b}
 _OPERATORS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
               ast.FloorDiv: lambda a, b: a // b, ast.Div: lambda a, b: a / b, ast.Mod: lambda a, b: a % b}
 MAX_EXPRESSION = 200  # characters: a dimension's name, not a program
@@ -146,7 +147,7 @@ def _parse(dimension: str) -> ast.Expression | None:
 
 
 def _value(node: ast.AST, sizes: Mapping[str, int]) -> int | float:
-    if isinstance(node, ast.Constant):
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
         return node.value
     if isinstance(node, ast.Name):
         return sizes[node.id]
@@ -158,6 +159,6 @@ def _value(node: ast.AST, sizes: Mapping[str, int]) -> int | float:
         if abs(left) > 1 << 62 or abs(right) > 1 << 62:
             raise OverflowError
         return _OPERATORS[type(node.op)](left, right)
-    if isinstance(node, ast.Call):
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
         return _FUNCTIONS[node.func.id](*(_value(arg, sizes) for arg in node.args))
     raise ValueError(type(node).__name__)

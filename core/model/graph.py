@@ -9,9 +9,13 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from cmpx.dtypes import ONNX_TO_NUMPY
 from cmpx.model.info import Dim
+
+if TYPE_CHECKING:
+    from onnx import ModelProto
 
 
 @dataclass(frozen=True)
@@ -49,7 +53,7 @@ class TensorGraph:
                 for t in self.tensors if t.dtype is None or t.op_type == "Constant"}
 
 
-def load_structure(model_path: str):
+def load_structure(model_path: str) -> ModelProto:
     """The ModelProto without external weights, with inferred shapes and types where possible."""
     try:
         import onnx
@@ -67,7 +71,7 @@ def load_structure(model_path: str):
         return model
 
 
-def tensor_graph(model) -> TensorGraph:
+def tensor_graph(model: ModelProto) -> TensorGraph:
     """The TensorGraph of a ModelProto (ideally one from ``load_structure``)."""
     graph = model.graph
     types = {}
@@ -88,7 +92,7 @@ def tensor_graph(model) -> TensorGraph:
                        tuple(o.name for o in graph.output))
 
 
-def expose(model, names: Iterable[str]):
+def expose(model: ModelProto, names: Iterable[str]) -> ModelProto:
     """Add ``names`` as graph outputs where a node of ``model`` computes them with a known type (a transformed
     graph may lack some: a quantizer fuses Conv and Relu, yet keeps the old tensors' types in value_info); returns
     the same ModelProto. Tensors left out are simply absent from the backend's results."""
@@ -107,7 +111,7 @@ def expose(model, names: Iterable[str]):
     return model
 
 
-def produced(model) -> set[str]:
+def produced(model: ModelProto) -> set[str]:
     """The names of the tensors the main graph's nodes compute."""
     return {name for node in model.graph.node for name in node.output if name}
 
@@ -136,7 +140,7 @@ def model_directory(model_path: str) -> str:
     return os.path.dirname(os.path.abspath(model_path))
 
 
-def exposed_model(model_path: str, names: Sequence[str]):
+def exposed_model(model_path: str, names: Sequence[str]) -> ModelProto:
     """The model at ``model_path`` with ``names`` exposed as outputs (external weights not loaded)."""
     return expose(load_structure(model_path), names)
 

@@ -44,6 +44,13 @@ class TensorSpec:
     def is_static(self) -> bool:
         return self.shape is not None and all(isinstance(d, int) and d >= 0 for d in self.shape)
 
+    @property
+    def sizes(self) -> tuple[int, ...] | None:
+        """The shape when every dimension has a size (concrete: dynamic ones set), else None."""
+        if self.shape is None or not all(isinstance(d, int) for d in self.shape):
+            return None
+        return tuple(d for d in self.shape if isinstance(d, int))
+
     def shape_text(self) -> str:
         return "[?]" if self.shape is None else format_shape(self.shape)
 

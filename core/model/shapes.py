@@ -38,7 +38,8 @@ def resolve_input_shapes(inputs: Sequence[TensorSpec], overrides: Mapping[str, t
     chosen = _chosen_sizes(inputs, overrides, sizes, decoding) if fill_dynamic else {}
     every = {**chosen, **sizes}
     _check_expressions(inputs, overrides, every)
-    resolved, named_in_warnings = [], set()
+    resolved: list[TensorSpec] = []
+    named_in_warnings: set[str] = set()
     for spec in inputs:
         override = overrides.get(spec.name)
         if override is not None:
@@ -152,7 +153,7 @@ def _check_expressions(inputs: Sequence[TensorSpec], overrides: Mapping[str, tup
             expected = evaluate(declared, sizes)
             if expected is not None and expected != given:
                 names = " ".join(f"{n}={sizes[n]}" for n in names_in(declared))
-                raise UsageError(f"--input-shapes {spec.name}:[{','.join(map(str, override))}] sets dimension "
+                raise UsageError(f"--input-shapes {spec.name}:[{','.join(map(str, override or ()))}] sets dimension "
                                  f"{declared} to {given}, but with {names} it is {expected}; give sizes that agree "
                                  f"(or set the names: --input-shapes {names})")
 

@@ -137,14 +137,14 @@ def _choose(name: str, uses: list[_Use], default: ValueRange, low_limit: int, hi
     if masks and not others:
         reasons = list(dict.fromkeys(use.reason for use in masks))
         return clamp(0, 1, " and ".join(reasons))
-    first = (others or neutral or [None])[0]
+    first = next(iter(others or neutral), None)
     why = "the default: no use in the graph bounds it" if first is None else \
         f"the default: {first.reason}, which does not bound it"
     return clamp(int(default.low), int(default.high), why)
 
 
 def _uses(name: str, consumers, in_subgraphs: set[str], sizes: Mapping[str, tuple[int, ...]],
-          constants: Mapping[str, object], outputs: set[str], fixed: set[str]) -> list[_Use]:
+          constants: Mapping[str, list[float]], outputs: set[str], fixed: set[str]) -> list[_Use]:
     """Where the values of ``name`` end up, following pass-through ops (each value name once)."""
     uses: list[_Use] = []
     pending, seen = [name], {name}
@@ -168,7 +168,7 @@ def _uses(name: str, consumers, in_subgraphs: set[str], sizes: Mapping[str, tupl
     return uses
 
 
-def _classify(node, index: int, sizes: Mapping[str, tuple[int, ...]], constants: Mapping[str, object],
+def _classify(node, index: int, sizes: Mapping[str, tuple[int, ...]], constants: Mapping[str, list[float]],
               fixed: set[str]) -> _Use | None:
     """What ``node`` does with its input ``index``: a use, or None when it passes the values on (or reads only
     their shape). ``fixed``: the values computed from constants alone."""

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from cmpx.model.subgraph import GraphIndex, boundary, closure, write_subgraph
+from cmpx.tolerance_file import PER_OUTPUT_FIELDS, merged_words
 
 if TYPE_CHECKING:
     from cmpx.request import RunRequest
@@ -127,19 +128,25 @@ def _common(shape: tuple[Any, ...], other: Sequence[int]) -> tuple[Any, ...]:
     return tuple(a if a == b else None for a, b in zip(shape, other))
 
 
-def candidate_request(request: RunRequest, candidate: Candidate, model_outputs: Iterable[str]) -> RunRequest:
+def candidate_request(request: RunRequest, candidate: Candidate, index: GraphIndex) -> RunRequest:
     """The user's run, on the candidate: its inputs loaded from the candidate's saved run (no synthetic data or
-    shapes), per-output options kept for the outputs it has, output maps dropped (every backend runs the same
-    subgraph, so names agree), weights inside the candidate or beside it."""
+    shapes), per-output options kept for the outputs it has, ``--keep-fp32`` kept for the nodes and op types it has
+    (the others were cut away with their nodes: naming them would be an error), output maps dropped (every backend
+    runs the same subgraph, so names agree), weights inside the candidate or beside it."""
     outputs = set(candidate.outputs)
-    only_model_outputs = outputs <= set(model_outputs)
+    only_model_outputs = outputs <= set(index.graph_outputs)
+    present = {label for n in candidate.nodes for label in (index.nodes[n].name, index.nodes[n].op_type)}
+    if request.tolerances is not None:  # its values as words, so that those of outputs the candidate lacks go
+        words, _ = merged_words(request.tolerances, {field: getattr(request, field) for field in PER_OUTPUT_FIELDS})
+        fields: dict[str, Any] = dict(words)  # RunRequest fields, each given words
+        request = replace(request, tolerances=None, **fields)
 
     def kept(words: Sequence[str], bare: bool = True) -> tuple[str, ...]:
         return tuple(w for w in words if (":" in w and w.rsplit(":", 1)[0] in outputs) or (":" not in w and bare))
 
     return replace(request, model=candidate.model, load_inputs=(candidate.inputs_run,), data_loader=None,
                    data_loader_script=None, input_shapes=(), val_range=(), seed=1, output_map=(),
-                   external_data_dir=None,
+                   external_data_dir=None, keep_fp32=tuple(k for k in request.keep_fp32 if k in present),
                    atol=kept(request.atol), rtol=kept(request.rtol), check_error_stat=kept(request.check_error_stat),
                    error_quantile=kept(request.error_quantile),
                    postprocess=kept(request.postprocess, bare=only_model_outputs),

@@ -23,6 +23,9 @@ from cmpx.reduce.observe import FAIL_ON, FAILING, Observation, Observer
 from cmpx.request_words import command_line, request_words
 from cmpx.run_options import COMPARISON
 
+# what a reduced model needs to be run as it was checked, besides the comparison options: the transforms' settings
+REPRODUCED = ("fp16", "bf16", "int8", "fp8", "keep_fp32", "calibration_iterations", "calibration_cache")
+
 if TYPE_CHECKING:
     from cmpx.plugins import PluginSet, PluginSettings
     from cmpx.preflight import Preflight
@@ -231,6 +234,8 @@ def _values(request: RunRequest, checked: Preflight, whole: Observation, scratch
     echo(f"reference values: {len(values.names())} tensors (inputs included) of {values.iterations} iteration(s) "
          f"from {backend} ({seen.seconds:.1f} s)")
     model = request.model
+    if model is None:
+        raise UsageError("cmpx reduce needs the model to reduce")  # its command line always names one
     if request.external_data_dir:  # candidates take their weights from beside the model they are cut from
         from cmpx.model.external import external_data_view
 
@@ -246,7 +251,6 @@ def _search(options: ReduceOptions, maker: CandidateMaker, fail_on: str, expecte
     from cmpx.reduce.search import reduce_nodes
 
     request = options.request
-    model_outputs = maker.index.graph_outputs
     total = len(maker.index.nodes)
     best = [list(range(total))]
     count = [0]
@@ -257,7 +261,7 @@ def _search(options: ReduceOptions, maker: CandidateMaker, fail_on: str, expecte
         count[0] += 1
         observer.label(f"candidate {count[0]} ({step}), {len(best[0])}/{total} nodes", started)
         candidate = maker.make(window, count[0])
-        seen = observer(candidate_request(request, candidate, model_outputs), echo if options.verbose else None)
+        seen = observer(candidate_request(request, candidate, maker.index), echo if options.verbose else None)
         removed = [n for n in best[0] if n not in candidate.nodes] if step == "linear" else []
         what = f"without {', '.join(maker.index.node_label(n) for n in removed)}" if removed else \
             maker.describe(candidate.nodes)
@@ -315,7 +319,7 @@ def _fails_anywhere(options: ReduceOptions, maker: CandidateMaker, kept: list[in
     if other is None:
         return None
     candidate = maker.make([other], number)
-    seen = observer(candidate_request(options.request, candidate, maker.index.graph_outputs),
+    seen = observer(candidate_request(options.request, candidate, maker.index),
                     echo if options.verbose else None)
     echo(f"candidate {number} (check): {maker.describe(candidate.nodes)}, unlike the node(s) kept: "
          f"{seen.outcome('crash', expected)} ({seen.seconds:.1f} s)")
@@ -356,11 +360,12 @@ def _verify(options: ReduceOptions, maker: CandidateMaker, candidate: Candidate,
 
     source, live, outputs_run = maker.values.backend, written.live, written.outputs_run
     label = f"{source}@{os.path.splitext(os.path.basename(os.path.normpath(outputs_run)))[0]}"
-    compared = candidate_request(written.request, candidate, maker.index.graph_outputs)
+    compared = candidate_request(written.request, candidate, maker.index)
     check = replace(compared, backends=live, load_outputs=(outputs_run,), reference=label if len(live) > 1 else None)
     compares = request_words(check, (COMPARISON,)) + list(options.shown)
     command = "cmpx run " + command_line(
-        request_words(check, ("model", "backends", "load_inputs", "load_outputs", "reference")) + compares)
+        request_words(check, ("model", "backends", *REPRODUCED, "load_inputs", "load_outputs", "reference"))
+        + compares)
     seen = observer(check)
     if seen.shows(fail_on, expected):
         echo(f"reproduce: {command}  -> {seen.verdict()}")
@@ -369,7 +374,7 @@ def _verify(options: ReduceOptions, maker: CandidateMaker, candidate: Candidate,
             echo(f"with Polygraphy: {polygraphy}")
         return True
     together = "cmpx run " + command_line([*request_words(compared, ("model",)), *written.every,
-                                           *request_words(compared, ("load_inputs", COMPARISON))])
+                                           *request_words(compared, (*REPRODUCED, "load_inputs", COMPARISON))])
     shown = "passes" if seen.passed else f"could not run ({seen.error})" if seen.error is not None else \
         f"shows no failure that counts (failing means {FAILING[fail_on]}): {seen.showed()}"
     echo(f"not reproduced: against {source}'s saved outputs, {candidate.model} {shown}, though "

@@ -47,6 +47,7 @@ class Picture:
     file_name: str
     png: bytes
     failed: bool
+    panels: tuple[bytes, ...] = ()  # the figure's side-by-side panels cut apart (a narrow page stacks them)
 
 
 def plot_file_name(*parts: str) -> str:
@@ -148,21 +149,24 @@ class FigureCollector(SilentReporter):
         return pictures
 
     def _draw(self, backend: str, reference: str, iteration: int, output: OutputResult) -> Picture:
-        from cmpx.reports.plots import output_figure, png_bytes
+        from cmpx.reports.plots import output_figure, png_and_panels
 
         data = _tolerance_data(output)
+        if data is None:
+            raise ValueError(f"{output.output}: no tolerance check's data to plot")  # its callers checked
         verdict = "PASSED" if output.passed else "FAILED"
         criterion = next((m.criterion for m in output.metrics if m.data is data), "")
         caption = (f"{output.output}: {backend} vs {reference}, iteration {iteration}: {verdict}"
                    + (f" [{criterion}]" if criterion else ""))
+        png, panels = png_and_panels(output_figure(caption, data, output.sample))
         return Picture("output", backend, reference, output.output, iteration, caption,
-                       plot_file_name(str(iteration), backend, "vs", reference, output.output),
-                       png_bytes(output_figure(caption, data, output.sample)), not output.passed)
+                       plot_file_name(str(iteration), backend, "vs", reference, output.output), png,
+                       not output.passed, panels)
 
     def _write(self, picture: Picture) -> None:
         """Write one plot; the first one that cannot be written (a full or read-only disk) stops the writing, and
         ``finish`` raises it: the run and its other reports go on."""
-        if self.error is not None:
+        if self.error is not None or self.directory is None:
             return
         path = os.path.join(self.directory, picture.file_name)
         try:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import html
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Union
 
@@ -82,9 +82,11 @@ def table(headers: Iterable[str], rows: Iterable[Iterable[Any] | Row], *, sortab
     for row in rows:
         style = row_class
         if isinstance(row, Row):
-            row, style = row.cells, " ".join(filter(None, (row_class, row.class_)))
+            row_cells, style = row.cells, " ".join(filter(None, (row_class, row.class_)))
+        else:
+            row_cells = row
         cells = []
-        for cell in row:
+        for cell in row_cells:
             if not isinstance(cell, Cell):
                 cell = Cell(cell, class_="num" if isinstance(cell, (int, float)) and not isinstance(cell, bool)
                             else None)
@@ -108,11 +110,20 @@ def key_values(pairs: Iterable[tuple[str, Content]]) -> Markup:
                                               for k, v in pairs]), class_="keys")
 
 
-def image(png: bytes, alt: str, caption: Content = None, id_: str | None = None) -> Markup:
-    """A PNG inline as a data: URI, in a figure with its caption."""
-    source = "data:image/png;base64," + base64.b64encode(png).decode("ascii")
-    return element("figure", void("img", src=source, alt=alt, loading="lazy"),
-                   element("figcaption", caption) if caption is not None else None, id=id_)
+def image(png: bytes, alt: str, caption: Content = None, id_: str | None = None, *,
+          panels: Sequence[bytes] = ()) -> Markup:
+    """A PNG inline as a data: URI, in a figure with its caption. With ``panels`` (the figure cut into its
+    side-by-side panels) those are shown instead, side by side where the page is wide enough and one under the
+    other where it is not; a figure without them scrolls sideways on a narrow page instead of shrinking."""
+    def img(data: bytes, text: str) -> Markup:
+        return void("img", src="data:image/png;base64," + base64.b64encode(data).decode("ascii"), alt=text,
+                    loading="lazy")
+
+    shown = (element("div", [img(panel, f"{alt} (panel {i} of {len(panels)})") for i, panel in
+                             enumerate(panels, 1)], class_="panels two" if len(panels) == 2 else "panels") if panels
+             else img(png, alt))
+    return element("figure", shown, element("figcaption", caption) if caption is not None else None, id=id_,
+                   class_=None if panels else "wide")
 
 
 def section(title: Content, *content: Content, id_: str | None = None, level: int = 2) -> Markup:
@@ -184,6 +195,17 @@ th button { font: inherit; color: inherit; background: none; border: 0; padding:
 th[aria-sort="ascending"] button::after { content: "\\00a0\\2191"; }
 th[aria-sort="descending"] button::after { content: "\\00a0\\2193"; }
 footer { color: var(--muted); font-size: 12px; margin-top: 3em; border-top: 1px solid var(--line); padding-top: 0.5em; }
+.panels { display: grid; grid-template-columns: repeat(auto-fit, minmax(min(100%, 340px), 1fr));
+          border: 1px solid var(--line); background: white; max-width: 1350px; } .panels.two { max-width: 900px; }
+.panels img { width: 100%; border: 0; }
+pre.command { white-space: pre-wrap; overflow-wrap: anywhere; }
+@media (max-width: 1000px) {
+  .layout { display: block; } main { padding: 0.6em 0.8em 2em; }
+  nav { position: static; padding: 0.6em 0.8em 0; } nav ul { display: flex; flex-wrap: wrap; gap: 0.1em 1.2em; }
+  table { display: block; max-width: 100%; overflow-x: auto; } thead th { position: static; }
+  td.name { min-width: 9em; }
+  figure.wide { overflow-x: auto; } figure.wide img { max-width: none; width: 960px; }
+}
 @media print { nav { display: none; } thead th { position: static; } }
 """
 

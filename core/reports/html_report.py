@@ -2,8 +2,9 @@
 JSON report can be rendered again) and the pictures cmpx.reports.figures drew.
 
 Sections: the verdict and the run (model, backends with their frameworks' versions, options, seed, cmpx version),
-the summary per pair, backend failures with the tail of their stderr, the first divergence, the per-layer error
-profile, the error plots, every pair/iteration/output with its statistics, and the warnings. Readable without
+the summary per pair, the next steps (cmpx.reports.html_advice), backend failures with the tail of their
+stderr, the first divergence, the per-layer error profile, the backends against the fp64 oracle, the error
+plots, every pair/iteration/output with its statistics, and the warnings. Readable without
 JavaScript (which only makes the tables sortable); every name from a model or a file is escaped.
 """
 
@@ -17,10 +18,12 @@ from cmpx.errors import ExitCode
 from cmpx.outputs import write_file
 from cmpx.report_data import VERDICTS
 from cmpx.reports.figures import Picture
+from cmpx.reports.html_advice import next_steps_section
 from cmpx.reports.html_page import Cell, Content, Markup, Row, badge, details, element, key_values, render_page, \
     section, table
-from cmpx.reports.html_results import divergence_section, fmt, layers_section, num, pair_title, plots_section, \
-    results_section, verdict_cell
+from cmpx.reports.html_oracle import oracle_section
+from cmpx.reports.html_results import REL_BEYOND_ATOL, divergence_section, fmt, layers_section, num, pair_title, \
+    plots_section, results_section, verdict_cell
 from cmpx.reports.profile import divergence_label, layer_profiles
 
 
@@ -49,9 +52,11 @@ def render_report(document: Mapping[str, Any], pictures: Sequence[Picture] = (),
 
     profiles = layer_profiles(document)
     add("summary", "Summary", summary_section(document))
+    add("next", "Next steps", next_steps_section(document))
     add("failures", "Backend failures", failures_section(document))
     add("divergence", "First divergence", divergence_section(document, pictures))
     add("layers", "Per-layer error", layers_section(profiles, pictures))
+    add("oracle", "Oracle", oracle_section(document))
     add("plots", "Error plots", plots_section(document, pictures, figures_left_out))
     if not plots:
         body.append(element("p", "This report has no plots: they need matplotlib (pip install 'cmpx[plots]').",
@@ -85,20 +90,25 @@ def summary_section(document: Mapping[str, Any]) -> Markup:
     for pair in document.get("pairs", ()):
         divergence = pair.get("first_divergence")
         where = divergence_label(divergence)
-        failing = pair.get("failing_iterations") or []
         passed = bool(pair["iterations"]) and pair["iterations_passed"] == pair["iterations"]
         rows.append(Row([pair_title(pair), verdict_cell(passed),
                          Cell(f"{pair['iterations_passed']}/{pair['iterations']} "
                               f"({100 * float(pair.get('pass_rate') or 0):.0f}%)", pair["iterations_passed"], "num"),
                          Cell(f"{pair['outputs_passed']}/{pair['outputs']}", pair["outputs_passed"], "num"),
                          num(pair.get("elements")), num(pair.get("worst_abs")), num(pair.get("worst_rel")),
-                         ", ".join(map(str, failing[:20])) + (" …" if len(failing) > 20 else ""),
+                         num(pair.get("worst_rel_beyond_atol")), failing_iterations(pair),
                          Cell(where, class_="name")], None if passed else "failed"))
     parts: list[Content] = [table(["pair (backend vs reference)", "verdict", "iterations passed", "outputs passed",
-                                   "elements", "worst abs", "worst rel", "failing iterations", "first divergence"],
-                                  rows, row_class="pair-row")]
+                                   "elements", "worst abs", "worst rel", REL_BEYOND_ATOL, "failing iterations",
+                                   "first divergence"], rows, row_class="pair-row")]
     if not rows:
         parts.append(element("p", "Nothing was compared.", class_="note"))
+    elif any(pair.get("worst_rel_beyond_atol") not in (None, pair.get("worst_rel"))
+             for pair in document.get("pairs", ())):
+        parts.append(element("p", f"“{REL_BEYOND_ATOL}”: the relative error over the elements whose reference "
+                                  "exceeds atol in magnitude. Against a reference at or near 0 the relative error "
+                                  "explodes (an exact 0 divides by 2.2e-16) while atol passes the element; "
+                                  "“worst rel” includes those.", class_="muted"))
     blind = [element("li", f"{pair['backend']} vs {pair['reference']}: {item['output']} cannot fail at these "
                            f"tolerances: every reference value is below atol {fmt(item['atol'])} (largest |reference| "
                            f"{fmt(item['reference_max'])}), so even an output of zeros would pass; "
@@ -113,6 +123,17 @@ def summary_section(document: Mapping[str, Any]) -> Markup:
                  num((b.get("infer_seconds") or {}).get("mean")), num((b.get("infer_seconds") or {}).get("count")),
                  _status(b)], "failed" if b.get("failure") else None) for b in timing]))
     return section("Summary", *parts, id_="summary")
+
+
+def failing_iterations(pair: Mapping[str, Any]) -> Cell:
+    """ "1 of 1 (iteration 0)", "3 of 50 (iterations 2, 7, 9)", "none": the count first, so that an iteration
+    number does not read as a count."""
+    failed = int(pair["iterations"]) - int(pair["iterations_passed"])
+    listed = pair.get("failing_iterations") or []
+    if not failed:
+        return Cell("none", 0, "num")
+    numbers = ", ".join(map(str, listed[:20])) + (" …" if failed > min(len(listed), 20) else "")
+    return Cell(f"{failed} of {pair['iterations']} (iteration{'s' if failed > 1 else ''} {numbers})", failed)
 
 
 def _status(backend: Mapping[str, Any]) -> Cell:

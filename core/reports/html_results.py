@@ -9,8 +9,9 @@ from typing import Any
 from cmpx.reports.figures import Picture
 from cmpx.reports.html_page import Cell, Markup, Row, badge, details, element, image, key_values, section, table
 from cmpx.reports.json_report import results_of
-from cmpx.reports.profile import LayerProfile, number
+from cmpx.reports.profile import LayerProfile, number, rel_beyond_atol
 
+REL_BEYOND_ATOL = "worst rel, |ref| > atol"  # the relative error where it means something (the JSON's key)
 STATISTICS = (("mean", "mean"), ("std", "std"), ("min", "min"), ("median", "median"), ("p90", "0.9"),
               ("p95", "0.95"), ("p99", "0.99"), ("max", "max"))
 
@@ -48,6 +49,10 @@ def tolerance_data(output: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return None
 
 
+def picture_figure(picture: Picture) -> Markup:
+    return image(picture.png, picture.caption, picture.caption, panels=picture.panels)
+
+
 def divergence_section(document: Mapping[str, Any], pictures: Sequence[Picture]) -> Markup | None:
     parts = []
     for pair in document.get("pairs", ()):
@@ -64,7 +69,7 @@ def divergence_section(document: Mapping[str, Any], pictures: Sequence[Picture])
             element("p", "The first tensor in graph order that fails while every compared tensor it is computed "
                          "from passes: the error enters here.", class_="muted"),
             element("ul", findings) if findings else None,
-            image(picture.png, picture.caption, picture.caption) if picture else None, class_="divergence"))
+            picture_figure(picture) if picture else None, class_="divergence"))
     if not parts:
         return None
     return section("First divergence", *parts, id_="divergence")
@@ -77,13 +82,15 @@ def layers_section(profiles: Sequence[LayerProfile], pictures: Sequence[Picture]
     for profile in profiles:
         picture = next((p for p in pictures if p.kind == "profile"
                         and (p.backend, p.reference) == (profile.backend, profile.reference)), None)
-        headers = ["#", "tensor", "node", "op type", "max abs", "max rel", "atol", "rtol", "verdict"]
+        headers = ["#", "tensor", "node", "op type", "max abs", "max rel", "max rel, |ref| > atol", "atol", "rtol",
+                   "verdict"]
         if profile.has_local_errors:
             headers += ["local max abs", "local max rel", "local verdict"]
         rows = []
         for row in profile.rows:
             cells = [num(row.index), Cell(row.tensor, class_="name"), Cell(row.node, class_="name"), row.op_type,
-                     num(row.max_abs), num(row.max_rel), num(row.atol), num(row.rtol), verdict_cell(row.passed)]
+                     num(row.max_abs), num(row.max_rel), num(row.max_rel_beyond_atol), num(row.atol), num(row.rtol),
+                     verdict_cell(row.passed)]
             if profile.has_local_errors:
                 local = row.local
                 cells += [num(local.max_abs if local else None), num(local.max_rel if local else None),
@@ -93,7 +100,7 @@ def layers_section(profiles: Sequence[LayerProfile], pictures: Sequence[Picture]
         summary = (f"{len(profile.rows)} tensors in graph order, {profile.failing} failing{iterations}"
                    + ("; with each layer's local error" if profile.has_local_errors else ""))
         parts += [element("h3", f"{profile.backend} vs {profile.reference}"),
-                  image(picture.png, picture.caption, picture.caption) if picture else None,
+                  picture_figure(picture) if picture else None,
                   details(summary, table(headers, rows, row_class="layer-row"), open_=picture is None)]
     return section("Per-layer error", *parts, id_="layers")
 
@@ -112,7 +119,7 @@ def plots_section(document: Mapping[str, Any], pictures: Sequence[Picture], left
         mine = [p for p in outputs if (p.backend, p.reference) == (pair["backend"], pair["reference"])]
         if mine:
             parts.append(element("h3", pair_title(pair)))
-            parts += [image(p.png, p.caption, p.caption) for p in mine]
+            parts += [picture_figure(p) for p in mine]
     if left_out:
         parts.append(element("p", f"{left_out} more output figure(s) are not shown here (the failing ones and those "
                                   "with the largest errors are); --save-error-plots writes every one.", class_="note"))
@@ -165,17 +172,18 @@ def outputs_table(result: Mapping[str, Any], model_outputs: set[str], order: Map
             notes.append(output["note"])
         name = output["name"] + (" (model output)" if output["name"] in model_outputs else "")
         verdict = verdict_cell(output["passed"])
-        if tolerance is None:
-            cells = ["–", num(None), num(None), num(None), num(output.get("elements")), "–"]
+        if tolerance is None or data is None:
+            cells = ["–", num(None), num(None), num(None), num(None), num(output.get("elements")), "–"]
         else:
             verdict = Cell(verdict.content, verdict.sort, verdict.class_, title=tolerance.get("summary"))
             needed = data.get("min_tolerance") or {}
             cells = [tolerance.get("criterion"), num(data["abs"].get("max")), num(data["rel"].get("max")),
-                     num(data.get("mismatches")), num(output.get("elements")),
+                     num(rel_beyond_atol(data)), num(data.get("mismatches")), num(output.get("elements")),
                      f"atol {fmt(needed.get('atol'))} or rtol {fmt(needed.get('rtol'))}"]
         rows.append(Row([Cell(name, class_="name"), verdict, *cells, "; ".join(notes)],
                         None if output["passed"] else "failed"))
-    headers = ["output", "verdict", "check", "max abs", "max rel", "beyond both", "elements", "passes at", "notes"]
+    headers = ["output", "verdict", "check", "max abs", "max rel", "max rel, |ref| > atol", "beyond both", "elements",
+               "passes at", "notes"]
     return table(headers, rows, row_class="output-row", class_="results")
 
 

@@ -1,10 +1,14 @@
 """--report-json: the whole run as strict JSON (NaN and infinities written as the strings "NaN", "Infinity").
 
 The document: ``format``, ``cmpx_version``, ``model``; ``results``, one record per pair and iteration (backend,
-reference, iteration, passed, every output with its metrics and statistics, unmatched tensors, first divergence);
-then ``exit_code``, ``verdict`` (its words, as the text report ends: ``NOT COMPARED`` for one backend alone),
-``passed``, ``compared`` (false for one backend alone), ``interrupted``, ``iterations``, ``backends`` (options, timings, failures), ``pairs`` (one summary per pair; with --local-error its
-``local_errors``, largest first), ``non_finite``, ``output_failures`` and ``warnings``.
+reference, iteration, passed, every output with its metrics and statistics, unmatched tensors, first divergence;
+with an oracle, ``oracle``: each failing output's two sides against it); then ``exit_code``, ``verdict`` (its words,
+as the text report ends: ``NOT COMPARED`` for one backend alone), ``passed``, ``compared`` (false for one backend
+alone), ``interrupted``, ``iterations``, ``backends`` (options, timings, failures),
+``command`` (the shell command line that runs it again), ``pairs`` (one summary per pair, with
+``worst_rel_beyond_atol``, the worst relative error where |reference| > atol; with --local-error its
+``local_errors``, largest first), ``oracle`` (None, or every backend's largest errors against the fp64 oracle and
+where they first jump: docs/oracle.md), ``non_finite``, ``output_failures`` and ``warnings``.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from cmpx._version import __version__
 from cmpx.errors import OutputFailed
 from cmpx.outputs import AtomicFile
 from cmpx.reports.reporter import SilentReporter
+from cmpx.request_words import command_line, request_words
 from cmpx.results import PairResult, PairTally, RunResult
 from cmpx.runtimes import labels
 
@@ -73,9 +78,10 @@ def document_tail(report: ReportData) -> dict[str, Any]:
         "exit_code": int(report.exit_code), "verdict": report.verdict, "passed": report.passed,
         "compared": report.compared, "interrupted": report.interrupted,
         "iterations": result.iterations, "seed": request.seed if request else None,
-        "options": given_options(request), "stopped_early": result.stopped_early, "backends": backends,
+        "options": given_options(request), "command": run_command(plan, request), "stopped_early": result.stopped_early, "backends": backends,
         "tensors": compared_tensors(plan, result),
         "pairs": [pair_summary(tally) for tally in result.tallies.values()],
+        "oracle": result.oracle.to_dict() if result.oracle is not None else None,
         "results_dropped": result.pairs_dropped,
         "non_finite": [vars(finding) | {"first_index": list(finding.first_index)} for finding in result.non_finite],
         "output_failures": list(report.output_failures), "warnings": list(report.warnings),
@@ -125,9 +131,12 @@ class JsonReportWriter(SilentReporter):
             target.commit()
 
     def _write(self, text: str) -> None:
+        target = self._target
+        if target is None:  # a write failed already: its error is kept for finish
+            return
         try:
-            with self._target.failing():
-                self._target.file.write(text)
+            with target.failing():
+                target.file.write(text)
         except OutputFailed as exc:
             self._error, self._target = exc, None
 
@@ -157,6 +166,13 @@ def given_options(request: RunRequest | None) -> dict[str, Any]:
     return given
 
 
+def run_command(plan: RunPlan, request: RunRequest | None) -> str | None:
+    """The shell command line that runs this request again (cmpx.request_words), or None without a request."""
+    if request is None:
+        return None
+    return command_line(["cmpx", "run", *request_words(request, None, [b.spec for b in plan.backends])])
+
+
 def compared_tensors(plan: RunPlan, result: RunResult) -> list[dict[str, str]]:
     """For a run that compares intermediate tensors (marked, or in saved runs): the model's tensors it compares
     or marks, outputs included, in graph order, with the node that computes each and its op type; else empty."""
@@ -175,7 +191,8 @@ def pair_summary(tally: PairTally) -> dict[str, Any]:
             "iterations_passed": tally.iterations_passed, "pass_rate": tally.pass_rate,
             "outputs": tally.outputs, "outputs_passed": tally.outputs_passed,
             "outputs_compared": tally.outputs_compared, "elements": tally.elements,
-            "worst_abs": tally.worst_abs, "worst_rel": tally.worst_rel, "failing_iterations": tally.failing_iterations,
+            "worst_abs": tally.worst_abs, "worst_rel": tally.worst_rel,
+            "worst_rel_beyond_atol": tally.worst_rel_beyond_atol, "failing_iterations": tally.failing_iterations,
             "first_divergence": None if divergence is None else dict(iteration=divergence[0],
                                                                      **_divergence(divergence[1])),
             "local_errors": None if tally.local_errors is None else [e.to_dict() for e in tally.local_errors],
@@ -298,6 +315,7 @@ def pair_record(pair: PairResult) -> dict[str, Any]:
             "first_divergence": None if divergence is None else _divergence(divergence),
             "unmatched": [_unmatched_record(pair, tensor, side) for tensor, side in pair.unmatched],
             "not_comparable": [{"output": output, "reason": why} for output, why in pair.not_comparable],
+            "oracle": [judgement.to_dict() for judgement in pair.oracle],
             "outputs": [
                 {"name": o.output, "passed": o.passed, "note": o.note or None, "elements": o.elements, "metrics": [
                     {"metric": m.metric, "passed": m.passed, "criterion": m.criterion, "summary": m.summary,

@@ -24,13 +24,14 @@ def junit_tree(report: ReportData) -> ET.ElementTree:
                 (pair.iteration, output.passed, lines))
     suite = ET.Element("testsuite", name="cmpx", tests="0", failures="0", errors="0")
     failures = errors = 0
-    for (backend, reference, output), runs in cases.items():
-        case = ET.SubElement(suite, "testcase", classname=f"{backend} vs {reference}", name=output)
+    for (backend, reference, output_name), runs in cases.items():
+        case = ET.SubElement(suite, "testcase", classname=f"{backend} vs {reference}", name=output_name)
         failed = [(i, lines) for i, ok, lines in runs if not ok]
         if failed:
             failures += 1
-            element = ET.SubElement(case, "failure", message=f"{output}: {len(failed)}/{len(runs)} iteration(s) "
-                                                              f"failed; first: {failed[0][1][0] if failed[0][1] else ''}")
+            first = failed[0][1][0] if failed[0][1] else ""
+            message = f"{output_name}: {len(failed)}/{len(runs)} iteration(s) failed; first: {first}"
+            element = ET.SubElement(case, "failure", message=message)
             element.text = "\n".join(f"iteration {i}: {line}" for i, lines in failed for line in lines)
     for name, error in result.failures.items():
         errors += 1

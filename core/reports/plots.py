@@ -47,6 +47,31 @@ def png_bytes(figure: Any) -> bytes:
     return buffer.getvalue()
 
 
+def png_and_panels(figure: Any, top: float = 0.94) -> tuple[bytes, tuple[bytes, ...]]:
+    """The figure as PNG, and each of its side-by-side panels cut out below the figure's title (``top``, a
+    fraction of its height), drawn once: a page too narrow for the whole figure shows the panels one under the
+    other at a readable size."""
+    import numpy as np
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.image import imsave
+
+    figure.set_dpi(DPI)
+    canvas = FigureCanvasAgg(figure)
+    canvas.draw()
+    pixels = np.asarray(canvas.buffer_rgba())
+    height, width = pixels.shape[:2]
+
+    def encoded(array: Any) -> bytes:
+        buffer = io.BytesIO()
+        imsave(buffer, np.ascontiguousarray(array), format="png")
+        return buffer.getvalue()
+
+    axes = sorted(figure.axes, key=lambda axis: axis.get_position().x0)
+    cuts = [0] + [round(width * min(1.0, a.get_position().x1 + 0.006)) for a in axes[:-1]] + [width]
+    first = round(height * (1 - top))
+    return encoded(pixels), tuple(encoded(pixels[first:, left:right]) for left, right in zip(cuts, cuts[1:]))
+
+
 def output_figure(title: str, data: Mapping[str, Any], sample: Any = None) -> Any:
     """The figure of one output: ``data`` is its tolerance check's data (cmpx_comparators.tolerance_report: atol,
     rtol, check, coarse histograms), ``sample`` its cmpx.results.ErrorSample (finer histograms and the elements
@@ -63,6 +88,7 @@ def output_figure(title: str, data: Mapping[str, Any], sample: Any = None) -> An
     rel_rows = sample.rel_histogram if sample is not None else data.get("rel_histogram", ())
     draw_histogram(axes[0], abs_rows, atol, "absolute", "|actual − reference|", "atol", PASS_COLOUR)
     draw_histogram(axes[1], rel_rows, rtol, "relative", "|actual − reference| / |reference|", "rtol", "#2ca02c")
+    mark_beyond_atol(axes[1], data.get("rel_beyond_atol"), data["rel"].get("max"))
     if sample is not None:
         draw_magnitude(axes[2], sample, atol, rtol, data.get("check", "elemwise"))
     figure.suptitle(plain(title, 150), fontsize=11)
@@ -91,8 +117,13 @@ def draw_histogram(axis: Any, rows: Sequence[Sequence[float]], tolerance: float,
         if max(counts) > 50 * min(counts):
             axis.set_yscale("log")
         low, high = min(lows), max(b[1] for b in bars)
-    else:
+    else:  # nothing to draw on a log axis: say what there is instead of empty axes
         low, high = tolerance / 10 if tolerance > 0 else 1e-8, tolerance * 10 if tolerance > 0 else 1.0
+        nothing = ("no elements" if not total else f"all {kind} errors 0" if zeros == total else
+                   f"all {kind} errors inf or NaN" if special == total else f"all {kind} errors 0, inf or NaN")
+        axis.text(0.5, 0.5, nothing, transform=axis.transAxes, ha="center", va="center", fontsize=13,
+                  color="#444444")
+        axis.set_yticks([])
     if tolerance > 0:
         low, high = min(low, tolerance / 2), max(high, tolerance * 2)
     axis.set_xlim(low, high)  # before the line: autoscaling to a lone vertical line has no width
@@ -103,11 +134,29 @@ def draw_histogram(axis: Any, rows: Sequence[Sequence[float]], tolerance: float,
         notes.append(f"{zeros:,} exactly 0 (not on a log axis)")
     if special:
         notes.append(f"{special:,} inf or NaN")
-    if notes:
+    if notes and bars:
         axis.text(0.02, 0.97, "\n".join(notes), transform=axis.transAxes, va="top", fontsize=8, color="#555555")
     limit = f"dashed: {name} {tolerance:g}; red: bins above it" if tolerance > 0 else f"{name} 0: any error is above it"
     axis.set_title(f"{kind} error of {total:,} elements\n{limit}", fontsize=9)
     axis.grid(True, which="major", axis="y", alpha=0.3)
+
+
+def mark_beyond_atol(axis: Any, beyond: Mapping[str, Any] | None, largest: Any) -> None:
+    """The largest relative error where |reference| > atol, as a dotted line with its value, where it is not the
+    largest of all: where the relative error means something (against references near 0 it explodes though atol
+    passes them)."""
+    if not beyond or beyond.get("max") is not None and largest is not None and \
+            float(beyond["max"]) == float(largest):
+        return
+    value = beyond.get("max")
+    text = (f"no |reference| > atol {float(beyond['threshold']):g}" if value is None else
+            f"max where |reference| > atol: {float(value):.3g}\n({int(beyond['elements']):,} elements)")
+    if value is not None and 0 < float(value) < math.inf:
+        low, high = axis.get_xlim()
+        axis.set_xlim(min(low, float(value) / 2), max(high, float(value) * 2))
+        axis.axvline(float(value), color="#6a3d9a", linestyle=":", linewidth=1.6)
+    axis.text(0.98, 0.97, text, transform=axis.transAxes, ha="right", va="top", fontsize=8, color="#6a3d9a",
+              bbox=dict(boxstyle="round,pad=0.2", facecolor="white", edgecolor="none", alpha=0.85), zorder=5)
 
 
 def draw_magnitude(axis: Any, sample: Any, atol: float, rtol: float, check: str) -> None:
@@ -127,12 +176,11 @@ def draw_magnitude(axis: Any, sample: Any, atol: float, rtol: float, check: str)
     worst = np.zeros(x.size, bool)
     worst[: sample.worst] = True
     uniform = x.size - sample.worst
-    every = f"all {sample.total:,} elements" if x.size == sample.total else "random"
-    series = [(~worst & ~fails, "o", PASS_COLOUR, 9, f"{every}: pass" if x.size == sample.total else
-               f"random {uniform:,} of {sample.total:,}: pass"),
-              (~worst & fails, "o", FAIL_COLOUR, 9, f"{every}: fail"),
-              (worst & ~fails, "^", PASS_COLOUR, 22, f"{sample.worst:,} largest errors: pass"),
-              (worst & fails, "^", FAIL_COLOUR, 22, "largest errors: fail")]
+    others = "element" if x.size == sample.total else f"element ({uniform:,} at random of {sample.total:,})"
+    series = [(~worst & ~fails, "o", PASS_COLOUR, 9, f"{others} that passes"),
+              (~worst & fails, "o", FAIL_COLOUR, 9, f"{others} that fails"),
+              (worst & ~fails, "^", PASS_COLOUR, 22, f"one of the {sample.worst:,} largest errors, passes"),
+              (worst & fails, "^", FAIL_COLOUR, 22, f"one of the {sample.worst:,} largest errors, fails")]
     for mask, marker, colour, size, label in series:
         mask = mask & finite
         failing = colour == FAIL_COLOUR  # on top, and larger: a few failing elements must not hide
@@ -168,6 +216,7 @@ def draw_magnitude(axis: Any, sample: Any, atol: float, rtol: float, check: str)
     if notes:
         axis.text(0.98, 0.03, "\n".join(notes), transform=axis.transAxes, ha="right", va="bottom", fontsize=7,
                   color="#555555")
-    axis.legend(loc="upper center", bbox_to_anchor=(0.5, -0.15), fontsize=7, frameon=False, ncols=2, markerscale=1.5)
-    axis.set_title("error against the reference's magnitude (shaded: fails)", fontsize=9)
+    axis.legend(loc="upper center", bbox_to_anchor=(0.5, -0.15), fontsize=7, frameon=False, ncols=1, markerscale=1.5)
+    shown = f"all {sample.total:,} elements" if x.size == sample.total else f"{x.size:,} of {sample.total:,} elements"
+    axis.set_title(f"error against the reference's magnitude, {shown}\n(shaded: an element there fails)", fontsize=9)
     axis.grid(True, which="major", alpha=0.3)

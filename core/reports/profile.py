@@ -23,6 +23,7 @@ class LocalError:
     max_abs: float
     max_rel: float
     passed: bool | None
+    max_rel_beyond_atol: float | None = None  # None: no |reference| > atol
 
 
 @dataclass
@@ -41,6 +42,7 @@ class LayerRow:
     iterations: int = 0  # iterations in which it was compared
     is_output: bool = False
     local: LocalError | None = None
+    max_rel_beyond_atol: float | None = None  # the largest relative error where |reference| > atol (None: none is)
 
 
 @dataclass
@@ -94,25 +96,38 @@ def layer_profiles(document: Mapping[str, Any]) -> list[LayerProfile]:
                 if name not in order or data is None:
                     continue
                 max_abs, max_rel = number(data["abs"]["max"]), number(data["rel"]["max"])
+                beyond = rel_beyond_atol(data)
                 row = rows.get(name)
                 if row is None:
                     index, node, op_type = order[name]
                     rows[name] = LayerRow(index, name, node, op_type, max_abs, max_rel, number(data["atol"]),
-                                          number(data["rtol"]), bool(output["passed"]), 1, name in outputs)
+                                          number(data["rtol"]), bool(output["passed"]), 1, name in outputs,
+                                          max_rel_beyond_atol=beyond)
                 else:
                     row.max_abs, row.max_rel = _worse(row.max_abs, max_abs), _worse(row.max_rel, max_rel)
+                    row.max_rel_beyond_atol = (beyond if row.max_rel_beyond_atol is None else row.max_rel_beyond_atol
+                                               if beyond is None else _worse(row.max_rel_beyond_atol, beyond))
                     row.passed = row.passed and bool(output["passed"])
                     row.iterations += 1
         for entry in pair.get("local_errors") or ():
             name = entry.get("tensor")
             if name in rows:
                 passed = entry.get("passed")
+                beyond = entry.get("max_rel_beyond_atol", entry.get("max_rel"))  # an older document: max_rel
                 rows[name].local = LocalError(number(entry.get("max_abs")), number(entry.get("max_rel")),
-                                              None if passed is None else bool(passed))
+                                              None if passed is None else bool(passed),
+                                              None if beyond is None else number(beyond))
         profile.rows = sorted(rows.values(), key=lambda row: row.index)
         if profile.rows:
             profiles.append(profile)
     return profiles
+
+
+def rel_beyond_atol(data: Mapping[str, Any]) -> float | None:
+    """A tolerance check's largest relative error where |reference| > atol; None where no reference is (or the
+    document is older than the statistic)."""
+    beyond = data.get("rel_beyond_atol") or {}
+    return None if beyond.get("max") is None else number(beyond["max"])
 
 
 def _tolerance_data(output: Mapping[str, Any]) -> Mapping[str, Any] | None:

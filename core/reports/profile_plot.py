@@ -24,11 +24,19 @@ def profile_figure(profile: LayerProfile, title: str) -> Any:
     figure.subplots_adjust(left=0.07, right=0.99, top=0.89, bottom=0.2 if labelled else 0.09, hspace=0.08)
     top, bottom = figure.subplots(2, 1, sharex=True)
     x = [row.index for row in rows]
+    # the relative error where |reference| > atol: against references near 0 it explodes (1 / 2.2e-16) though
+    # atol passes those elements, and a panel of those says nothing; documents older than the statistic lack it
+    meaningful = any(row.max_rel_beyond_atol is not None for row in rows)
     for axis, key, tolerance, name in ((top, "max_abs", "atol", "largest absolute error"),
-                                       (bottom, "max_rel", "rtol", "largest relative error")):
+                                       (bottom, "max_rel_beyond_atol" if meaningful else "max_rel", "rtol",
+                                        "largest relative error\nwhere |reference| > atol" if meaningful else
+                                        "largest relative error")):
         values = [getattr(row, key) for row in rows]
         _draw_errors(axis, x, values, [row.passed for row in rows], [getattr(row, tolerance) for row in rows],
                      tolerance)
+        if meaningful and axis is bottom and any(row.max_rel_beyond_atol != row.max_rel for row in rows):
+            axis.text(0.005, 0.02, "relative errors against |reference| ≤ atol are left out (the tables have "
+                                   "them)", transform=axis.transAxes, fontsize=7, color="#555555")
         if profile.has_local_errors:
             local = [(row.index, getattr(row.local, key)) for row in rows if row.local is not None]
             _scatter_positive(axis, local, dict(marker="s", s=30, facecolors="none", edgecolors=LOCAL_COLOUR,
@@ -50,8 +58,10 @@ def profile_figure(profile: LayerProfile, title: str) -> Any:
     return figure
 
 
-def _draw_errors(axis: Any, x: list[int], values: list[float], passed: list[bool], tolerances: list[float],
+def _draw_errors(axis: Any, x: list[int], given: list[float | None], passed: list[bool], tolerances: list[float],
                  name: str) -> None:
+    """``given``: one value per tensor; None where a tensor has none (no |reference| > atol), drawn as no point."""
+    values = [math.inf if v is None else v for v in given]  # not finite: left out of the scale
     finite = [v for v in values if math.isfinite(v) and v > 0]
     floor = min(finite + [t for t in tolerances if t > 0]) / 10 if finite else 1e-12
     shown = [v if math.isfinite(v) and v > 0 else (floor if v == 0 else math.nan) for v in values]
@@ -61,7 +71,7 @@ def _draw_errors(axis: Any, x: list[int], values: list[float], passed: list[bool
         if points:
             axis.scatter(*zip(*points), s=18 if ok else 26, color=colour, label=f"tensor {label}", zorder=3)
     ceiling = max(finite + [t for t in tolerances if t > 0] + [floor * 10]) * 5
-    special = [i for i, v in zip(x, values) if not math.isfinite(v)]
+    special = [i for i, v in zip(x, given) if v is not None and not math.isfinite(v)]
     if special:  # NaN or inf: drawn at the top edge
         axis.scatter(special, [ceiling] * len(special), marker="^", s=40, color=FAIL_COLOUR, zorder=3,
                      label="NaN or inf (top edge)")
@@ -77,8 +87,8 @@ def _draw_errors(axis: Any, x: list[int], values: list[float], passed: list[bool
     axis.set_ylim(floor / 2, ceiling * 2)
 
 
-def _scatter_positive(axis: Any, points: list[tuple[int, float]], style: dict) -> None:
-    shown = [(i, v) for i, v in points if math.isfinite(v) and v > 0]
+def _scatter_positive(axis: Any, points: list[tuple[int, float | None]], style: dict) -> None:
+    shown = [(i, v) for i, v in points if v is not None and math.isfinite(v) and v > 0]
     if shown:
         axis.scatter(*zip(*shown), **style)
 

@@ -6,7 +6,6 @@ statistics, histogram and worst elements for failing ones); -v adds the statisti
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -14,11 +13,13 @@ from typing import TYPE_CHECKING, Any
 from cmpx._version import __version__
 from cmpx.errors import BackendCrashed, BackendFailed, ExitCode
 from cmpx.printable import printable, printable_lines
+from cmpx.reports.advice import hinted, local_error_numbers, lowered, measured_tolerance, pass_options, \
+    rank_local_errors, round_up, tolerance_hint
+from cmpx.reports import oracle_text
 from cmpx.reports.terminal import Progress, paint
-from cmpx.reports.text_lines import (DETAIL_INDENT, blind_lines, format_output, local_error_lines, pair_line,
-                                     reminder, round_up, saved_label, wrapped)
-from cmpx.results import NonFinite, PairResult
-from cmpx.run_options import BY_NAME
+from cmpx.reports.text_lines import DETAIL_INDENT, blind_lines, format_output, pair_line, reminder, saved_label, \
+    wrapped
+from cmpx.results import LocalError, NonFinite, PairResult, PairTally
 from cmpx.runtimes import labels, linked_note
 
 if TYPE_CHECKING:
@@ -44,6 +45,7 @@ class TextReporter:
         self.progress = progress or Progress()
         self.model_outputs = plan.required_outputs  # with marking, other tensors get one line each
         self.transforms = {b.name: b.transform for b in plan.backends if b.transform}
+        self.lowered = lowered(self.transforms)
         self.needed: dict[tuple[str, str], tuple[float, float]] = {}  # per pair: the tolerances its failures need
         declared = plan.model.outputs if plan.model else ()
         self.narrow = {spec.name: spec.dtype for spec in declared if spec.dtype in HALF_SPACING}
@@ -83,8 +85,7 @@ class TextReporter:
             self.say(DETAIL_INDENT + line)
 
     def started(self, runtimes: Mapping[str, BackendRuntime]) -> None:
-        """The header, once the backends have loaded: each backend with its framework's version (and environment,
-        for one under another Python), then where each backend under another Python ran."""
+        """The header: each backend with its framework's version (and environment), then where each ran."""
         plan = self.plan
         self.progress.begin("iteration")  # the loads are done: the iterations' estimate counts from here
         self.labels = labels(plan.backends, runtimes)
@@ -190,8 +191,10 @@ class TextReporter:
                 self.say("  " + line, "PASSED" if line.startswith("PASSED") else "FAILED")
         if tallied:
             self.say(f"  PASSED  {tallied} more marked tensor(s) (one line each with -v)", "PASSED")
-        for output, why in pair.not_comparable:
-            self.say(f"  NOT COMPARED  {output}: {why}")
+        for name, why in pair.not_comparable:
+            self.say(f"  NOT COMPARED  {name}: {why}")
+        for line in oracle_text.pair_lines(pair, self.model_outputs):
+            self.say("  " + line)
         if pair.note:
             self.say(f"  {'FAILED  ' if not pair.outputs else ''}{pair.note}", "FAILED")
         if pair.unmatched:
@@ -208,8 +211,7 @@ class TextReporter:
                      "computed from compared tensors that pass)")
 
     def _note_narrow(self, pair: PairResult) -> None:
-        """A model output that is itself float16 or bfloat16 (a model exported after .half()) failing at an rtol
-        finer than its type's spacing: the summary says what its precision allows."""
+        """A model output itself float16 or bfloat16 failing at an rtol finer than its type's spacing (noted)."""
         for output in pair.outputs:
             if output.output in self.narrow and not output.passed:
                 rtols = [m.data["rtol"] for m in output.metrics if isinstance(m.data.get("rtol"), float)]
@@ -219,18 +221,13 @@ class TextReporter:
 
     def _measure(self, pair: PairResult) -> None:
         """Keep the largest minimum tolerances of the failing model outputs of a pair where exactly one side runs a
-        transformed graph: the summary's hint is what was measured, not a guess."""
-        if (pair.backend in self.transforms) == (pair.reference in self.transforms):
+        lower-precision graph: the summary's hint is what was measured, not a guess."""
+        if not hinted(pair.backend in self.lowered, pair.reference in self.lowered):
             return
         key = (pair.backend, pair.reference)
-        atol, rtol = self.needed.get(key, (0.0, 0.0))
-        for output in pair.outputs:
-            if self.model_outputs and output.output not in self.model_outputs:
-                continue  # an intermediate tensor: its errors say where, the outputs' say how much
-            for metric in output.metrics:
-                needed = metric.data.get("min_tolerance") if not metric.passed else None
-                if needed:
-                    atol, rtol = max(atol, needed.get("atol") or 0.0), max(rtol, needed.get("rtol") or 0.0)
+        atol, rtol = measured_tolerance(self.needed.get(key, (0.0, 0.0)), (
+            (metric.passed, metric.data) for output in pair.outputs  # an intermediate tensor's errors say where
+            if not self.model_outputs or output.output in self.model_outputs for metric in output.metrics))
         if atol or rtol:
             self.needed[key] = (atol, rtol)
 
@@ -270,13 +267,14 @@ class TextReporter:
         result = report.result
         for tally in result.tallies.values():
             if tally.local_errors is not None:
-                for text, word in local_error_lines(tally, self.name, self.verbosity == QUIET):
-                    self.say(text, word)
+                self._local_errors(tally, tally.local_errors)
         self.say("Summary (interrupted: what finished)" if report.interrupted else "Summary")
         for tally in result.tallies.values():
             self.say(f"  {self.name(tally.backend)} vs {self.name(tally.reference)}: {pair_line(tally)}")
             for line in blind_lines(tally):
                 self.say(f"  warning: {line}", "FAILED")
+        for line in oracle_text.summary_lines(result.oracle, self.model_outputs):
+            self.say("  " + line)
         if self.plan.single and not result.failures:
             checked = " and checked for NaN and Inf (--validate)" if self.plan.validate else ""
             self.say(f"  one backend, {self.name(self.plan.names[0])}: its outputs were described{checked}, not "
@@ -307,14 +305,11 @@ class TextReporter:
         for failure in report.output_failures:
             self.say(f"  FAILED to write {failure}", "FAILED")
         for (backend, reference), (atol, rtol) in self.needed.items():
-            transformed = backend if backend in self.transforms else reference
-            needed = (("atol", atol, math.inf), ("rtol", rtol, 1))  # rtol 1: no check at all
-            options = " or ".join(f"{BY_NAME[name].flag} {round_up(value):g}" for name, value, top in needed
-                                  if 0 < value < top)
+            transformed = backend if backend in self.lowered else reference
+            options = pass_options(atol, rtol)
             if options:
-                self.say(f"  hint: {self.name(transformed)} runs the {self.transforms[transformed]} graph; the "
-                         f"model outputs of {self.name(backend)} vs {self.name(reference)} pass with {options} (the "
-                         "largest minimum tolerance measured, rounded up)")
+                self.say("  hint: " + tolerance_hint(self.name(transformed), self.transforms[transformed],
+                                                     self.name(backend), self.name(reference), options))
         for name, rtol in list(self.narrow_failed.items())[:5]:
             dtype = self.narrow[name]
             self.say(f"  hint: {name} is {dtype} in the model itself, whose neighbouring values are "
@@ -348,6 +343,26 @@ class TextReporter:
                 if note and tally.passed and not any(line.startswith(self.name(name) + " ") for line in said):
                     said.append(f"{self.name(name)} passes, but {note}")
         return said
+
+    def _local_errors(self, tally: PairTally, errors: list[LocalError]) -> None:
+        """--local-error: the nodes with the largest errors of their own, and how many fail or inherit."""
+        ranking = rank_local_errors(errors)
+        self.say(f"Local error of {self.name(tally.backend)} vs {self.name(tally.reference)} (each node run on the "
+                 f"reference's values of its inputs, iteration 0; {tally.local_error_seconds or 0:.2f} s): "
+                 + ranking.headline(), "FAILED" if ranking.failing else None)
+        if self.verbosity == QUIET and not ranking.failing:
+            return
+        for error in ranking.shown:
+            where = ", ".join(p for p in (error.node, error.op_type) if p)
+            if error.passed is None:
+                self.say(f"  ------  {error.tensor} ({where}): {error.note}")
+                continue
+            status = "PASSED" if error.passed else "FAILED"
+            group = f" (with {error.subgraph_nodes - 1} uncompared node(s))" if error.subgraph_nodes > 1 else ""
+            self.say(f"  {status}  {error.tensor} ({where}): {local_error_numbers(error)}{group}" +
+                     (" (inheriting: fails in the run)" if error.inheriting else ""), status)
+        if ranking.more:
+            self.say(f"  ... {ranking.more} more (all of them: --report-json, local_errors)")
 
     def wrote(self, what: str, path: str) -> None:
         self.say(f"wrote {what} to {path}")

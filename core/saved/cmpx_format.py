@@ -24,11 +24,12 @@ manifest's "dtype" names the real type. Nothing is pickled.
 from __future__ import annotations
 
 import datetime
+import functools
 import json
 import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 
@@ -59,7 +60,7 @@ class RunWriter:
         self._sources: dict[str, int] = {}
         self._about: dict[str, dict[str, Any]] = {}
         self._pending: dict[tuple[str, int], list[dict[str, Any]]] = {}
-        self._manifest = None
+        self._manifest: IO[str] | None = None
         with self._writing():
             os.makedirs(path, exist_ok=True)
             self._manifest = open(os.path.join(path, MANIFEST), "w", encoding="utf-8")
@@ -126,6 +127,8 @@ class RunWriter:
         self.iterations = iteration + 1
 
     def _line(self, record: dict[str, Any]) -> None:
+        if self._manifest is None:
+            raise ValueError(f"{self.path}: written after it was closed")
         self._manifest.write(json.dumps(record) + "\n")
         self._manifest.flush()
 
@@ -193,8 +196,8 @@ def read_cmpx_run(path: str) -> SavedFile:
             raise SavedDataError(f"{where}: damaged record ({type(exc).__name__}: {exc})") from None
         for name, file, dtype, shape, _ in tensors:
             _check_entry(file, dtype, shape, f"{path}: {record['source']} iteration {record['iteration']} {name}")
-        source.loaders.append(lambda tensors=tensors: LazyTensors(
-            {name: (file, dtype, structure) for name, file, dtype, _, structure in tensors}, path))
+        source.loaders.append(functools.partial(
+            LazyTensors, {name: (file, dtype, structure) for name, file, dtype, _, structure in tensors}, path))
         source.digests.append(record.get("input_digest"))
         if isinstance(record.get("backend"), dict) and source.about is None:
             source.about = record["backend"]

@@ -3,11 +3,11 @@ each loaded only when asked for, so that no more than one iteration's tensors ne
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-Tensors = dict[str, Any]  # name -> numpy array
+Tensors = Mapping[str, Any]  # name -> numpy array
 
 
 @dataclass

@@ -6,6 +6,7 @@ A path may be one test_data_set_N directory or a directory holding several (take
 
 from __future__ import annotations
 
+import functools
 import glob
 import os
 import re
@@ -24,9 +25,9 @@ def test_data_sets(path: str) -> list[str]:
     """The test_data_set_N directories at ``path`` (itself one, or holding several), in N order."""
     if _SET.match(os.path.basename(os.path.normpath(path))):
         return [path]
-    found = [d for d in glob.glob(os.path.join(path, "test_data_set_*")) if os.path.isdir(d) and _SET.match(
-        os.path.basename(d))]
-    return sorted(found, key=lambda d: int(_SET.match(os.path.basename(d)).group(1)))
+    found = [(int(m.group(1)), d) for d in glob.glob(os.path.join(path, "test_data_set_*"))
+             if os.path.isdir(d) and (m := _SET.match(os.path.basename(d)))]
+    return [d for _, d in sorted(found, key=lambda numbered: numbered[0])]
 
 
 def read_test_data(path: str, kind: str, fallback_names: Sequence[str]) -> SavedFile:
@@ -40,7 +41,7 @@ def read_test_data(path: str, kind: str, fallback_names: Sequence[str]) -> Saved
         files = [file for _, file in sorted(found)]
         if not files:
             raise SavedDataError(f"{directory}: no {prefix}_K.pb files")
-        source.loaders.append(lambda files=files: _read_protos(files, fallback_names))
+        source.loaders.append(functools.partial(_read_protos, files, fallback_names))
         source.digests.append(None)
     if not len(source):
         raise SavedDataError(f"{path}: no test_data_set_N directories")

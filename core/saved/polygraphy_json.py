@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import json
 import os
 from typing import Any
@@ -51,7 +52,8 @@ def read_polygraphy_directory(path: str) -> SavedFile:
     iteration (a feed dict, or a one-iteration RunResults; a file may hold several), read in lexical order, as
     Polygraphy reads them. Each file is read and checked now, then dropped: an iteration is read again, from its
     file alone, when it is used, so memory holds one file at a time."""
-    kind, merged = None, {}
+    kind: str | None = None
+    merged: dict[str, SavedSource] = {}
     files = polygraphy_files(path)
     _check_numbering(path, [os.path.basename(file) for file in files])
     for file in files:
@@ -64,7 +66,7 @@ def read_polygraphy_directory(path: str) -> SavedFile:
             target = merged.setdefault(source.name, SavedSource(source.name))
             for index in range(len(source)):
                 source.load(index)  # checked now; loaded again later from the file alone
-                target.loaders.append(lambda file=file, name=source.name, index=index: _reload(file, name, index))
+                target.loaders.append(functools.partial(_reload, file, source.name, index))
                 target.digests.append(None)
     if kind is None:
         raise SavedDataError(f"{path}: a directory without .json files")
@@ -120,7 +122,7 @@ def _inputs(document: list[Any], path: str) -> SavedSource:
     for iteration, feed in enumerate(document):
         if not isinstance(feed, dict):
             raise SavedDataError(f"{path}: iteration {iteration} is not a dict of input name -> array")
-        source.loaders.append(lambda feed=feed, i=iteration: _arrays(feed, f"{path}: iteration {i}"))
+        source.loaders.append(functools.partial(_arrays, feed, f"{path}: iteration {iteration}"))
         source.digests.append(None)
     return source
 
@@ -134,7 +136,7 @@ def _run_results(document: dict[str, Any], path: str) -> list[SavedSource]:
                 outputs = {name: lazy["values"] if isinstance(lazy, dict) and "values" in lazy else lazy
                            for name, lazy in iteration["outputs"].items()}
                 where = f"{path}: {runner_name} iteration {index}"
-                source.loaders.append(lambda outputs=outputs, where=where: _arrays(outputs, where))
+                source.loaders.append(functools.partial(_arrays, outputs, where))
                 source.digests.append(None)
             sources.append(source)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:

@@ -11,12 +11,13 @@ name only once complete (a temporary file, renamed)."""
 from __future__ import annotations
 
 import base64
+import functools
 import io
 import json
 import os
 import tempfile
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import IO, Any
 
 import numpy as np
 
@@ -42,17 +43,21 @@ class PolygraphyWriter:
         self.kind = kind
         self.option = option
         self.iterations = 0
-        self._target = AtomicFile(option, path)
+        self._target: AtomicFile | None = AtomicFile(option, path)
         self._pending: dict[tuple[str, int], dict[str, Any]] = {}
         self._runners: dict[str, Any] = {}  # runner -> (temporary file, iterations written)
         self._count = 0
         self._failed = False
-        self._failing(lambda: self._target.file.write("[\n" if kind == "inputs" else ""))
+        self._failing(lambda file: file.write("[\n" if kind == "inputs" else ""))
 
-    def _failing(self, action: Any) -> Any:
+    def _failing(self, action: Callable[[IO], object]) -> None:
+        """``action(file)``, a write of the JSON file or its spill files; a failed write fails the whole file."""
+        target = self._target
+        if target is None:
+            raise ValueError(f"{self.path}: written after it was closed")
         try:
-            with self._target.failing():
-                return action()
+            with target.failing():
+                action(target.file)
         except OutputFailed as exc:
             self._failed = True  # the file is gone: close() only cleans up
             raise OutputFailed(f"{exc}; a Polygraphy JSON file is written whole, so none of it is kept") from None
@@ -77,7 +82,7 @@ class PolygraphyWriter:
             del self._pending[(source, number)]
             if self.kind == "inputs":
                 text = (",\n" if self._count else "") + json.dumps(arrays, indent=4)
-                self._failing(lambda text=text: self._target.file.write(text))
+                self._failing(functools.partial(_write, text))
                 self._count += 1
             else:
                 self._runner_iteration(source, arrays, (seconds or {}).get(source))
@@ -91,7 +96,7 @@ class PolygraphyWriter:
         entry = self._runners[runner]
         record = {"outputs": {name: {"values": value, "polygraphy_class": "LazyArray"} for name, value in arrays.items()},
                   "runtime": seconds, "runner_name": runner, "polygraphy_class": "IterationResult"}
-        self._failing(lambda: entry[0].write(("," if entry[2] else "") + json.dumps(record)))
+        self._failing(lambda _: entry[0].write(("," if entry[2] else "") + json.dumps(record)))
         entry[2] += 1
 
     def close(self, complete: bool = True) -> None:
@@ -137,3 +142,7 @@ def run_writer(path: str, kind: str, model: str | None, option: str) -> Any:
     from cmpx.saved.cmpx_format import RunWriter
 
     return RunWriter(path, kind, model, option)
+
+
+def _write(text: str, file: IO) -> None:
+    file.write(text)

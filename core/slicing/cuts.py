@@ -97,9 +97,9 @@ def cut(index: GraphIndex, targets: Sequence[Sequence[str]], returned: Collectio
     reads: list[list[str]] = []
     last_slice: dict[str, int] = {}
     for number, nodes in enumerate(groups):
-        inputs, _ = boundary(index, nodes)
-        reads.append(inputs)
-        for name in inputs:
+        read, _ = boundary(index, nodes)
+        reads.append(read)
+        for name in read:
             if name in slice_of:
                 last_slice[name] = max(last_slice.get(name, -1), number)
     slices = []

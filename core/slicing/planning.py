@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from cmpx.memory import default_memory_budget, size_text
 from cmpx.slicing.cuts import Slice, cut, group_nodes
@@ -19,7 +19,20 @@ HALF_TRANSFORMS = ("fp16", "bf16")
 if TYPE_CHECKING:
     from cmpx.model.info import ModelInfo, TensorSpec
     from cmpx.model.subgraph import GraphIndex
-    from cmpx.plan import BackendPlan
+    from cmpx.registry import BackendSpec
+
+
+class SlicedBackend(Protocol):
+    """What slicing needs of a live backend of the run (a cmpx.plan.BackendPlan, which holds the SlicingPlan)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def spec(self) -> BackendSpec: ...
+    @property
+    def transform(self) -> str | None: ...
+    @property
+    def model_path(self) -> str | None: ...
 
 
 @dataclass(frozen=True)
@@ -59,7 +72,7 @@ class SlicingPlan:
                 "unknown_sizes": self.unknown}
 
 
-def plan_slicing(model: ModelInfo, inputs: Sequence[TensorSpec], backends: Sequence[BackendPlan],
+def plan_slicing(model: ModelInfo, inputs: Sequence[TensorSpec], backends: Sequence[SlicedBackend],
                  mark: Sequence[str], budget: int | None, scratch: str | None,
                  warn: Callable[[str], None], model_file: str | None = None) -> SlicingPlan | None:
     """The slicing of a run that marks ``mark`` on ``backends``, or None when everything fits ``budget`` (bytes;
@@ -103,11 +116,12 @@ def plan_slicing(model: ModelInfo, inputs: Sequence[TensorSpec], backends: Seque
         if path not in made:
             made[path] = _sliced(index if path == source else typed_index(path, inputs), path, targets, mark,
                                  os.path.join(scratch, "slices", str(len(made))))
-        if isinstance(made[path], str):
+        sliced = made[path]
+        if isinstance(sliced, str):
             whole.append(backend.name)
-            warn(f"{backend.name} runs the whole model: its model cannot be cut ({made[path]})")
+            warn(f"{backend.name} runs the whole model: its model cannot be cut ({sliced})")
         else:
-            models[backend.name] = made[path]
+            models[backend.name] = sliced
     if not models:
         return None
     half = [name for name, plan in zip([b.name for b in backends], backends) if name in models

@@ -26,6 +26,7 @@ from cmpx.sweep.outcome import CellOutcome
 def run_cell(task: dict[str, Any]) -> CellOutcome:
     """Run ``task`` (cmpx.sweep.matrix.Cell.task) here; never raises but for a second interrupt."""
     from cmpx.errors import CmpxError
+    from cmpx.report import Report
     from cmpx.report_data import RunInterrupted
 
     started = time.monotonic()
@@ -44,7 +45,7 @@ def run_cell(task: dict[str, Any]) -> CellOutcome:
         outcome = replace(outcome, exit_code=report.exit_code, report=report.to_dict())
     except RunInterrupted as exc:
         outcome = replace(outcome, exit_code=ExitCode.INTERRUPTED, failure="interrupted",
-                          report=exc.report.to_dict() if exc.report is not None else None)
+                          report=exc.report.to_dict() if isinstance(exc.report, Report) else None)
     except KeyboardInterrupt:
         outcome = replace(outcome, exit_code=ExitCode.INTERRUPTED, failure="interrupted")
     except CmpxError as exc:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from multiprocessing.connection import wait
 
 from cmpx.sweep.executors import Events, Job
@@ -35,7 +35,7 @@ class LocalExecutor:
                     runner.submit(job.task)
                     busy[runner] = job
                     events.started(job)
-                for runner in wait(list(busy), timeout=TICK_SECONDS):
+                for runner in _ready(busy):
                     job = busy.pop(runner)
                     outcome = runner.outcome()
                     if runner.process.poll() is None and not outcome.interrupted:
@@ -56,5 +56,11 @@ class LocalExecutor:
             runner.interrupt()
         deadline = time.monotonic() + INTERRUPT_GRACE_SECONDS
         while busy and time.monotonic() < deadline:
-            for runner in wait(list(busy), timeout=TICK_SECONDS):
+            for runner in _ready(busy):
                 events.finished(busy.pop(runner), runner.outcome())
+
+
+def _ready(runners: Iterable[RunnerProcess]) -> list[RunnerProcess]:
+    """The runners with an outcome to read (or ended), waiting up to a tick."""
+    # wait() takes any object with fileno(), as its documentation says; typeshed lists connections, sockets and ints
+    return wait(list(runners), timeout=TICK_SECONDS)  # type: ignore[arg-type, return-value]

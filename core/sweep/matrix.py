@@ -90,11 +90,20 @@ def check_runs(sweep: SweepFile, plugin_args: Sequence[str] = ()) -> tuple[Check
             request, _ = request_from_words(fill(run.words, _MODEL_MARK, run.name), plugins)
             _check_paths(request, sweep)
             # Paths to save to are checked in the cell: they exist already when an earlier sweep is resumed.
-            preflight(dataclasses.replace(request, save_inputs=None, save_outputs=None), plugins, settings)
+            preflight(dataclasses.replace(request, save_inputs=None, save_outputs=None,
+                                          tolerances=_checked_now(request.tolerances, sweep)), plugins, settings)
         except UsageError as exc:
             raise UsageError(f"{where}: {exc}") from None
         checked.append(CheckedRun(run, args))
     return tuple(checked)
+
+
+def _checked_now(path: str | None, sweep: SweepFile) -> str | None:
+    """A --tolerances file read when the sweep starts (relative to the sweep file, as in its cells); one whose path
+    names the model is read by each cell."""
+    if path is None or _MODEL_MARK in path:
+        return None
+    return os.path.join(sweep.base, path)
 
 
 def _check_paths(request, sweep: SweepFile) -> None:

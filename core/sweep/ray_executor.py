@@ -126,7 +126,7 @@ class RayExecutor:
         """A cell that needs more of a resource than the whole Ray has would wait forever: an error on the local
         Ray started here, a warning on a cluster (an autoscaler may add the nodes)."""
         have = self.ray.cluster_resources()
-        short = {}
+        short: dict[str, str] = {}
         for job in jobs:
             for name, amount in job.resources.items():
                 if amount > have.get(name, 0):

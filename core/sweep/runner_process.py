@@ -9,7 +9,7 @@ import signal
 import subprocess
 import sys
 import tempfile
-from typing import Any
+from typing import IO, Any
 
 from cmpx.errors import ExitCode
 from cmpx.sweep.outcome import CellOutcome
@@ -38,6 +38,7 @@ class RunnerProcess:
         finally:
             os.close(write_end)
         self.results = os.fdopen(read_end, "r", encoding="utf-8")
+        self.stdin: IO[str] = self.process.stdin  # type: ignore[assignment]  # stdin=PIPE: typeshed cannot tell
         self.task: dict[str, Any] | None = None  # the cell under way
         self.interrupted = False
 
@@ -47,8 +48,8 @@ class RunnerProcess:
     def submit(self, task: dict[str, Any]) -> None:
         self.task = task
         try:
-            self.process.stdin.write(json.dumps(task) + "\n")
-            self.process.stdin.flush()
+            self.stdin.write(json.dumps(task) + "\n")
+            self.stdin.flush()
         except OSError:
             pass  # it died: its results end, and ``outcome`` says how
 
@@ -79,7 +80,7 @@ class RunnerProcess:
     def stop(self, grace: float = 10.0) -> None:
         """End the runner: no more cells (it exits when idle), then SIGKILL after ``grace`` seconds."""
         try:
-            self.process.stdin.close()
+            self.stdin.close()
         except OSError:
             pass
         try:

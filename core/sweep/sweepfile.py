@@ -23,6 +23,7 @@ import glob
 import os
 import re
 import shlex
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -78,9 +79,9 @@ class _Problems:
 
 def read_sweep_file(path: str) -> SweepFile:
     """Read and check the sweep file at ``path``; UsageError for anything wrong, before any cell runs."""
-    try:
+    if sys.version_info >= (3, 11):
         import tomllib
-    except ModuleNotFoundError:  # Python 3.10
+    else:
         import tomli as tomllib
     try:
         with open(path, "rb") as f:

@@ -66,7 +66,7 @@ def markdown(summary: SweepSummary) -> str:
     return "\n".join(lines) + "\n"
 
 
-def junit(summary: SweepSummary) -> ET.ElementTree:
+def junit(summary: SweepSummary) -> ET.Element:
     suite = ET.Element("testsuite", name="cmpx sweep", tests=str(len(summary.cells)))
     failures = errors = skipped = 0
     for entry in summary.cells:
@@ -89,13 +89,12 @@ def junit(summary: SweepSummary) -> ET.ElementTree:
     suite.set("time", f"{summary.seconds:.3f}")
     root = ET.Element("testsuites")
     root.append(xml_safe(suite))  # names from sweep files and models: what XML 1.0 cannot hold is escaped
-    tree = ET.ElementTree(root)
-    ET.indent(tree)
-    return tree
+    ET.indent(root)
+    return root
 
 
 def write_tables(out: str, summary: SweepSummary) -> None:
     """summary.md and junit.xml, each replaced whole."""
     write_whole("--out", os.path.join(out, "summary.md"), markdown(summary))
-    text = ET.tostring(junit(summary).getroot(), encoding="unicode", xml_declaration=True)
+    text = ET.tostring(junit(summary), encoding="unicode", xml_declaration=True)
     write_whole("--out", os.path.join(out, "junit.xml"), text + "\n")

@@ -97,8 +97,11 @@ class NodeCaseCheck:
         self.backend = backend
         self.api = reference or backend
         self.tally = Tally(backend)
-        self._scratch = tempfile.TemporaryDirectory(prefix="cmpx-differential-") if directory is None else None
-        self.directory = directory or self._scratch.name
+        self._scratch: tempfile.TemporaryDirectory[str] | None = None
+        if directory is None:
+            self._scratch = tempfile.TemporaryDirectory(prefix="cmpx-differential-")
+            directory = self._scratch.name
+        self.directory = directory
         self._plain: dict[str, Any] = {}
         self.workers = KeptWorkers([backend, backend], plugins=plugins)
 

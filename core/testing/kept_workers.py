@@ -12,11 +12,15 @@ manager).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from cmpx.errors import BackendFailed
+
+if TYPE_CHECKING:
+    from cmpx.transport.live import LiveBackends
+    from cmpx.transport.supervisor import Worker
 
 START_SECONDS = 120.0
 
@@ -30,7 +34,7 @@ class KeptWorkers:
         from cmpx.comparison.pairing import instance_names
         from cmpx.plan import BackendPlan
         from cmpx.plugins import PluginSettings, make_plugin_manager
-        from cmpx.transport.arena import ReusedSegments
+        from cmpx.transport.live import LiveBackends
         from cmpx.transport.runspace import RunSpace
 
         self.settings = PluginSettings.from_cli(list(plugins))
@@ -44,18 +48,19 @@ class KeptWorkers:
             values = {option.name: option.default for option in spec.options}
             values.update((options or {}).get(backend, {}))
             self.plans[name] = BackendPlan(name, spec, values)
-        self.timeout = timeout
         self.space = RunSpace()
-        self.inputs = ReusedSegments()
-        self.workers: dict[str, Any] = {}
+        self.workers: dict[str, Worker] = {}
         self.replaced = 0  # workers started again after one died
         self.started: dict[str, dict[str, Any]] = {}  # each worker's hello
+        self.live: LiveBackends | None = None  # once every worker has started
         try:
             for name in self.plans:
                 self._start(name)
         except BaseException:
             self.close()
             raise
+        self.live = LiveBackends(list(self.plans.values()), self.workers, self.space.prefix,
+                                 dict.fromkeys(self.plans, timeout))
 
     def _start(self, name: str) -> None:
         from cmpx.transport import supervisor
@@ -74,42 +79,33 @@ class KeptWorkers:
         once; return, per worker name, its outputs (copies: arrays, ``cmpx.structured.Structured``,
         ``cmpx.structured.NotComparable``) or the BackendFailed it reported."""
         from cmpx.transport import supervisor
-        from cmpx.transport.sources import TensorSource
+        from cmpx.transport.live import outputs
 
+        assert self.live is not None, "KeptWorkers is closed"
         for name, worker in list(self.workers.items()):
             if not worker.alive:
                 supervisor.release(worker)
                 self.replaced += 1
                 self._start(name)
+                self.live.workers[name] = self.workers[name]
         results: dict[str, dict[str, Any] | BackendFailed] = {}
-        ids = {}
-        for name, worker in self.workers.items():
-            plan = self.plans[name]
-            ids[name] = worker.next_id()
-            supervisor.send(worker, supervisor.load_request("load", ids[name], plan, model_path,
-                                                            mark if plan.spec.supports_marking else ()), "load")
-        loaded = supervisor.wait_replies(self.workers.values(), "ready", "load", self.timeout, ids)
+        loaded = self.live.load({name: (model_path, mark if plan.spec.supports_marking else ())
+                                 for name, plan in self.plans.items()})
         ready = [name for name, reply in loaded.items() if not isinstance(reply, BackendFailed)]
         results.update((name, reply) for name, reply in loaded.items() if isinstance(reply, BackendFailed))
         if not ready:
             return results
         try:
-            descriptors = self.inputs.write(f"{self.space.prefix}in", dict(feeds))
-            for name in ready:
-                worker, index = self.workers[name], list(self.plans).index(name)  # one output prefix each
-                ids[name] = worker.next_id()
-                supervisor.send(worker, {"op": "infer", "id": ids[name], "inputs": descriptors,
-                                         "out_prefix": f"{self.space.prefix}o{index}"}, "infer")
-            replies = supervisor.wait_replies([self.workers[n] for n in ready], "result", "infer", self.timeout,
-                                              {n: ids[n] for n in ready})
+            descriptors = self.live.write_inputs(dict(feeds), "")
+            replies = self.live.results(self.live.infer(dict.fromkeys(ready, descriptors), ""))
         finally:
-            self.inputs.close()  # unmapped; the file is rewritten in place for the next model
+            self.live.unmap_inputs()  # the file is rewritten in place for the next model
         for name in ready:
             reply = replies[name]
             if isinstance(reply, BackendFailed):
                 results[name] = reply
                 continue
-            source = TensorSource(descriptors={d["name"]: d for d in reply["outputs"]})
+            source = outputs(reply)
             try:
                 results[name] = {output: _copy(source.load(output)) for output in source.names}
             finally:
@@ -119,14 +115,13 @@ class KeptWorkers:
     def close(self) -> None:
         from cmpx.transport import supervisor
 
-        alive = [w for w in self.workers.values() if w.alive]
-        for worker in alive:
-            supervisor.send(worker, {"op": "close", "id": worker.next_id()}, "close")
         try:
-            supervisor.wait_replies(alive, "bye", "close", 10.0)
+            if self.live is not None:
+                self.live.close_workers()
         finally:
             supervisor.release_all(self.workers.values())
             self.workers = {}
+            self.live = None
             self.space.close()
 
     def __enter__(self) -> KeptWorkers:

@@ -21,7 +21,7 @@ import numpy as np
 
 from cmpx.testing.framework_api import difference, rebuilt
 
-EXACT = {"atol": 0.0, "rtol": 0.0, "nan_equal": True, "infinities_compare_equal": True}
+EXACT: dict[str, Any] = {"atol": 0.0, "rtol": 0.0, "nan_equal": True, "infinities_compare_equal": True}
 
 
 def saved_iteration(path: str, kind: str = "outputs") -> dict[str, dict[str, Any]]:
@@ -92,7 +92,7 @@ def check_twice(backend: str, model: str, test_data: str, inputs: Mapping[str, n
 
     path = lambda name: os.path.join(directory, name)  # noqa: E731
     # cmpx refuses a test-data set without input_K.pb files (a model without inputs): then nothing is fed
-    fed = {"load_inputs": test_data} if inputs else {}
+    fed: dict[str, Any] = {"load_inputs": test_data} if inputs else {}
     first = cmpx.run(model, [backend, backend], **fed, save_inputs=path("inputs"), save_outputs=path("outputs"),
                      **{**EXACT, **options})
     problems = exact_pairs(first, f"{backend} twice")

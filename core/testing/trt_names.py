@@ -106,9 +106,9 @@ class _Reader:
         if isinstance(target, ast.Name):
             if value is not None:
                 self._bind_name(target.id, value)
-        elif isinstance(target, ast.Attribute) and _dotted(target) == f"self.{target.attr}":
-            if value is not None and _dotted(target) not in self.aliases:
-                self.env[(None, _dotted(target))] = value
+        elif isinstance(target, ast.Attribute) and (dotted := _dotted(target)) == f"self.{target.attr}":
+            if value is not None and dotted not in self.aliases:
+                self.env[(None, dotted)] = value
         elif isinstance(target, ast.Attribute):  # an attribute of a TensorRT object is set
             self._attribute(self._eval(target.value), target.attr, target)
         elif isinstance(target, (ast.Tuple, ast.List)):
@@ -138,7 +138,7 @@ class _Reader:
             return next((self.env[(s, node.id)] for s in reversed(self.scopes) if (s, node.id) in self.env), None)
         if isinstance(node, ast.Attribute):
             if isinstance(node.value, ast.Name) and node.value.id == "self":
-                return self.env.get((None, _dotted(node)))
+                return self.env.get((None, f"self.{node.attr}"))
             return self._attribute(self._eval(node.value), node.attr, node)
         if isinstance(node, ast.Call):
             return self._call(node)

@@ -28,6 +28,12 @@ def fp8(options):
     return StaticQuantization(options, "fp8")
 
 
+def fp64(options):
+    from cmpx.transforms.double import DoublePrecision
+
+    return DoublePrecision(options)
+
+
 @hookimpl
 def register_model_transforms(registry):
     registry.add("fp16", fp16, description="float16 compute, inputs and outputs kept in their types "
@@ -37,3 +43,5 @@ def register_model_transforms(registry):
                                            "(--calibration-iterations, --calibration-cache)")
     registry.add("fp8", fp8, description="static float8 (E4M3) Q/DQ quantization calibrated on the run's own "
                                          "data, like int8")
+    registry.add("fp64", fp64, description="float64 compute, an oracle for the others (--oracle): float inputs "
+                                           "kept, outputs float64, Q/DQ pairs kept, raised to opset 19 where it can")

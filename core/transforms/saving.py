@@ -14,14 +14,17 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cmpx.errors import UsageError
+
+if TYPE_CHECKING:
+    from onnx import ModelProto, TensorProto
 
 PROTOBUF_LIMIT = 2**31 - 2**25  # stay clear of protobuf's 2 GB message limit
 
 
-def load_for_transform(model_path: str, loads: Callable[[Any], bool]):
+def load_for_transform(model_path: str, loads: Callable[[TensorProto], bool]) -> ModelProto:
     """The model at ``model_path`` with inferred shapes and types, the external data of the tensors ``loads``
     selects (a TensorProto -> bool) read in, and every other external tensor left as a reference to its file in
     the model's directory (``save_model`` copies those files next to the transformed model)."""
@@ -57,7 +60,7 @@ def tensors(graph) -> Iterator[Any]:
                 yield from tensors(subgraph)
 
 
-def save_model(model, output_path: str, source_path: str | None = None) -> None:
+def save_model(model: ModelProto, output_path: str, source_path: str | None = None) -> None:
     """Write ``model`` to ``output_path``: with external data (``<output>.data``) when its weights are too large
     for one protobuf message, or when some of them are still references into ``source_path``'s external data
     files, which are then copied next to ``output_path`` under the same relative names."""

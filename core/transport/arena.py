@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from cmpx.transport.shm import ALIGNMENT, PAGE, Segment, describe, free_range, layout, path_of, reserve_range, \
     unlink
+
+if TYPE_CHECKING:
+    from cmpx.transport.messages import TensorDescriptor
 
 MIN_CHUNK = 64 << 10
 PAGE_ALIGNED_FROM = 64 << 10  # tensors at least this large start on a page boundary
@@ -78,7 +81,7 @@ class ReusedSegments:
     def __init__(self) -> None:
         self._segments: dict[str, Segment] = {}
 
-    def write(self, name: str, arrays: Mapping[str, np.ndarray]) -> list[dict[str, Any]]:
+    def write(self, name: str, arrays: Mapping[str, np.ndarray]) -> list[TensorDescriptor]:
         offsets, total = layout(arrays.values())
         segment = self._segments.get(name)
         if segment is None or segment.size != max(total, 1):
@@ -86,7 +89,7 @@ class ReusedSegments:
                 segment.close()
                 del self._segments[name]
             segment = self._segments[name] = reuse_or_create(name, total)
-        descriptors = []
+        descriptors: list[TensorDescriptor] = []
         for (tensor, array), offset in zip(arrays.items(), offsets):
             np.copyto(segment.view(array.dtype, array.shape, offset), array, casting="no")
             descriptors.append(describe(tensor, name, offset, array))
@@ -142,8 +145,8 @@ class Allocations:
         self._allocated[name] = (segment, offset, view)
         return view
 
-    def describe(self, arrays: Mapping[str, np.ndarray]) -> list[dict[str, Any]]:
-        descriptors = []
+    def describe(self, arrays: Mapping[str, np.ndarray]) -> list[TensorDescriptor]:
+        descriptors: list[TensorDescriptor] = []
         for name, array in arrays.items():
             allocated = self._allocated.get(name)
             if allocated is not None and array is allocated[2]:

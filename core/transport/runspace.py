@@ -31,7 +31,7 @@ class RunSpace:
         self.prefix = f"{PREFIX}{os.getpid()}-{os.urandom(4).hex()}-"
         # Made under a temporary name, locked, then renamed into place: a sweep never sees it unlocked.
         staging = os.path.join(SHM_DIR, f".{self.prefix}{LOCK_SUFFIX}")
-        self._fd = os.open(staging, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        self._fd: int | None = os.open(staging, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         fcntl.flock(self._fd, fcntl.LOCK_EX)
         os.write(self._fd, " ".join(map(str, _ancestors())).encode() + b"\n")  # who started the run (tests ask)
         os.rename(staging, self.lock_path)

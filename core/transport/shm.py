@@ -17,7 +17,7 @@ import mmap
 import os
 import stat
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -25,6 +25,9 @@ from cmpx.dtypes import numpy_dtype
 from cmpx.errors import LimitReached
 from cmpx.memory import SHM_DIR, shm_free, size_text
 from cmpx.transport.runspace import PREFIX
+
+if TYPE_CHECKING:
+    from cmpx.transport.messages import TensorDescriptor
 
 ALIGNMENT = 64
 PAGE = mmap.PAGESIZE
@@ -262,7 +265,7 @@ def layout(arrays: Iterable[np.ndarray]) -> tuple[list[int], int]:
     return offsets, end
 
 
-def describe(name: str, segment: str, offset: int, array: np.ndarray) -> dict[str, Any]:
+def describe(name: str, segment: str, offset: int, array: np.ndarray) -> TensorDescriptor:
     return {"name": name, "segment": segment, "offset": offset, "dtype": array.dtype.name,
             "shape": list(array.shape)}
 

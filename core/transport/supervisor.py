@@ -18,7 +18,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, Literal
 
 from cmpx.errors import (BackendCrashed, BackendFailed, BackendProtocolError, BackendTimeout, ProtocolError,
                          RemoteTraceback)
@@ -117,7 +117,13 @@ def assign(worker: Worker, backend: BackendPlan, settings: PluginSettings) -> Wo
     return worker
 
 
-def load_request(op: str, request_id: int, backend: BackendPlan, model: str, mark: Sequence[str]) -> Load:
+def _recorded(worker: Worker) -> BackendFailed:
+    """The failure of a worker that stopped: every path that stops one records why first."""
+    assert worker.failure is not None, f"{worker.name} stopped without a failure recorded"
+    return worker.failure
+
+
+def load_request(op: Literal["load", "describe"], request_id: int, backend: BackendPlan, model: str, mark: Sequence[str]) -> Load:
     """A ``load`` (or ``describe``) request for ``backend``. Both are built here: a worker that described a model
     answers the load request for the very same fields without loading again."""
     return {"op": op, "id": request_id, "backend": backend.spec.name, "options": dict(backend.options),
@@ -147,7 +153,7 @@ def wait_replies(workers: Iterable[Worker], expect: str, phase: str, timeout: fl
     """
     workers = list(workers)
     pending = {w.name: w for w in workers if w.alive}
-    results: dict[str, dict[str, Any] | BackendFailed] = {w.name: w.failure for w in workers if not w.alive}
+    results: dict[str, dict[str, Any] | BackendFailed] = {w.name: _recorded(w) for w in workers if not w.alive}
     started = time.monotonic()
     limits = {name: timeout if isinstance(timeout, (int, float)) else timeout[name] for name in pending}
     selector = selectors.DefaultSelector()
@@ -163,7 +169,7 @@ def wait_replies(workers: Iterable[Worker], expect: str, phase: str, timeout: fl
                 if reply is None and worker.failure is None and (worker.eof or worker.exited):
                     _fail_dead(worker, phase)
                 if reply is not None or worker.failure is not None:
-                    results[name] = reply if reply is not None else worker.failure
+                    results[name] = reply if reply is not None else _recorded(worker)
                     worker.status = ""
                     _unregister(selector, pending.pop(name))
             if not pending:
@@ -180,7 +186,7 @@ def wait_replies(workers: Iterable[Worker], expect: str, phase: str, timeout: fl
             drained = False
             for name in late:
                 _fail_late(pending[name], phase, limits[name])
-                results[name] = pending[name].failure
+                results[name] = _recorded(pending[name])
                 _unregister(selector, pending.pop(name))
             if not pending:
                 break

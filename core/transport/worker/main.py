@@ -12,7 +12,7 @@ import sys
 import threading
 import time
 import traceback
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -52,7 +52,7 @@ def main(argv: list[str]) -> int:
         if message is None:  # the coordinator is gone or closed the pipe
             return ExitCode.PASSED
         if message["op"] == "setup":  # no reply: a failure is reported when the load request comes
-            state.prepare(message)
+            state.prepare(cast("Setup", message))  # decoded: its fields are checked where they are read
             continue
         reply = _handle(state, message)
         outbox.send(reply)
@@ -132,11 +132,11 @@ def _handle(state: _State, message: dict[str, Any]) -> dict[str, Any]:
     started = time.perf_counter()
     try:
         if op == "describe":  # load now, say what the model takes and returns, and keep it for the load request
-            state.backend = state.new_backend(message)
+            state.backend = state.new_backend(cast("Load", message))
             state.loaded = (_load_key(message), time.perf_counter() - started)
-            inputs, outputs = state.backend.describe()
-            return {"op": "described", "id": request_id, "inputs": _described(inputs, "input"),
-                    "outputs": _described(outputs, "output"), "seconds": state.loaded[1]}
+            takes, gives = state.backend.describe()
+            return {"op": "described", "id": request_id, "inputs": _described(takes, "input"),
+                    "outputs": _described(gives, "output"), "seconds": state.loaded[1]}
         if op == "load":
             if state.loaded is not None and state.loaded[0] == _load_key(message):
                 seconds = state.loaded[1]
@@ -144,8 +144,10 @@ def _handle(state: _State, message: dict[str, Any]) -> dict[str, Any]:
                 previous, state.backend, state.loaded = state.backend, None, None
                 if previous is not None:
                     previous.close()
-                state.backend = state.new_backend(message)
+                state.backend = state.new_backend(cast("Load", message))
                 seconds = time.perf_counter() - started
+            if state.backend is None:
+                raise WorkerError("load: no backend")
             return {"op": "ready", "id": request_id, "seconds": seconds,
                     "framework_version": _framework_version(state.backend)}
         if op == "infer":
@@ -223,6 +225,8 @@ def _infer(state: _State, message: dict[str, Any]) -> tuple[list[dict[str, Any]]
     """Run the inference (after ``warm_up`` untimed ones, if asked); return the outputs' descriptors and the seconds
     the timed inference took."""
     backend = state.backend
+    if backend is None:
+        raise WorkerError("infer before load")
     descriptors = message["inputs"]
     # Map only the pages of the tensors fed: a sliced run's segment may hold freed tensors, which reading would
     # allocate again.
@@ -249,13 +253,13 @@ def _infer(state: _State, message: dict[str, Any]) -> tuple[list[dict[str, Any]]
         arrays = {name: value.values if isinstance(value, Structured) else value for name, value in outputs.items()
                   if not isinstance(value, NotComparable)}
         placed = {d["name"]: d for d in allocations.describe(arrays)}
-        described = []
+        described: list[dict[str, Any]] = []
         for name, value in outputs.items():  # in the backend's order; a structure's description rides along
             if isinstance(value, NotComparable):
                 described.append({"name": name, "not_comparable": value.reason})
             else:
-                described.append(dict(placed[name], structure=value.skeleton) if isinstance(value, Structured)
-                                 else placed[name])
+                described.append({**placed[name], "structure": value.skeleton} if isinstance(value, Structured)
+                                 else dict(placed[name]))
         state.output_bytes[prefix] = allocations.used
         return described, seconds
     finally:

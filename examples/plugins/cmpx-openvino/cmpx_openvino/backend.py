@@ -60,9 +60,7 @@ def _declared_outputs(model_path: str) -> list[tuple[str, bool]] | None:
     """An ONNX model's outputs as it declares them: (name, is a tensor); None for an OpenVINO IR."""
     if not model_path.lower().endswith(".onnx"):
         return None
-    from cmpx.model.info import read_model
-
-    info = read_model(model_path)
+    info = cmpx.read_model(model_path)
     return [(spec.name, spec.is_tensor) for spec in info.outputs] + [(name, False) for name, _ in info.unsupported]
 
 
