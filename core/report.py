@@ -54,8 +54,10 @@ class Report(ReportData):
 
     def to_pandas(self) -> Any:
         """``records()`` as a pandas DataFrame (needs pandas)."""
+        import importlib
+
         try:
-            import pandas
+            pandas = importlib.import_module("pandas")  # optional, and untyped where it has no stubs
         except ImportError:
             raise ImportError("Report.to_pandas() needs pandas (pip install pandas); Report.records() gives the same "
                               "rows as plain dicts") from None
