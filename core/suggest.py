@@ -10,10 +10,8 @@ from collections.abc import Iterable
 def closest(word: str, known: Iterable[str]) -> str | None:
     """The known name closest to ``word`` (case aside), if one is close enough to be what was meant."""
     names = {name.lower(): name for name in known}
-    found = difflib.get_close_matches(word.lower(), list(names), n=1, cutoff=0.6)
-    if not found or _other_number(word.lower(), found[0]):
-        return None
-    return names[found[0]]
+    found = difflib.get_close_matches(word.lower(), list(names), n=5, cutoff=0.6)
+    return next((names[name] for name in found if not _other_number(word.lower(), name)), None)
 
 
 def _other_number(word: str, name: str) -> bool:
