@@ -91,7 +91,7 @@ def test_the_summary_line_gives_the_relative_error_where_the_reference_exceeds_a
 
     from cmpx.argtypes import PerOutput
     from cmpx.comparison.compare import ComparisonSettings, compare_outputs
-    from cmpx.reports.text import _pair_line
+    from cmpx.reports.text_lines import pair_line as _pair_line  # moved with the state-free lines
     from cmpx.results import PairTally
     from cmpx_comparators.metrics import ToleranceCheck
 
