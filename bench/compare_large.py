@@ -17,7 +17,7 @@ import tracemalloc
 
 import numpy as np
 
-from cmpx.argtypes import PerOutput
+from cmpx.options.argtypes import PerOutput
 from cmpx.comparison.compare import ComparisonSettings, compare_outputs
 from cmpx.reports.text import format_output
 from cmpx_comparators.metrics import ToleranceCheck

@@ -25,7 +25,7 @@ os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [os.path.join(HERE, "plu
 
 from cmpx.errors import BackendFailed  # noqa: E402
 from cmpx.plan import BackendPlan  # noqa: E402
-from cmpx.plugins import PluginSettings, make_plugin_manager  # noqa: E402
+from cmpx.plugin.manager import PluginSettings, make_plugin_manager  # noqa: E402
 from cmpx.transport import supervisor  # noqa: E402
 from cmpx.transport.live import LiveBackends  # noqa: E402
 from cmpx.transport.pool import worker_environment  # noqa: E402

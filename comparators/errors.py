@@ -76,7 +76,7 @@ class ErrorStats:
     worst: list[WorstElement]
     min_atol: float = 0.0  # smallest atol that passes element-wise at this rtol (computed when mismatches)
     min_rtol: float = 0.0  # smallest rtol that passes element-wise at this atol (computed when mismatches)
-    sample: Any = None  # a cmpx.results.ErrorSample of the elements, when asked for (plots)
+    sample: Any = None  # a cmpx.outcome.results.ErrorSample of the elements, when asked for (plots)
     reference_peak: float = 0.0  # the largest |reference| (floats; NaN ignored; 0 for integers and bools)
     beyond_atol: BeyondAtol | None = None  # the relative error where it means something (see BeyondAtol)
 

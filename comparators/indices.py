@@ -11,7 +11,7 @@ import math
 from typing import Any
 
 from cmpx.comparison.compare import ComparisonContext
-from cmpx.results import MetricResult
+from cmpx.outcome.results import MetricResult
 
 FIRST_FAILURES = 5
 

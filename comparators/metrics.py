@@ -7,7 +7,7 @@ import math
 from typing import Any
 
 from cmpx.comparison.compare import CHECK_STATS, ComparisonContext
-from cmpx.results import MetricResult
+from cmpx.outcome.results import MetricResult
 
 
 def _stats(context: ComparisonContext) -> Any:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from cmpx.results import ErrorSample
+from cmpx.outcome.results import ErrorSample
 from cmpx_comparators.diffs import DiffPlan, chunk_diffs
 from cmpx_comparators.order_stats import exponent_histogram
 

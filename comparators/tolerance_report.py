@@ -9,7 +9,7 @@ import math
 import numpy as np
 
 from cmpx.comparison.compare import OutputSettings
-from cmpx.results import MetricResult
+from cmpx.outcome.results import MetricResult
 from cmpx_comparators.errors import BeyondAtol, ErrorStats, Summary
 
 HISTOGRAM_WIDTH = 30

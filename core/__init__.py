@@ -18,7 +18,7 @@ pluggy nor the comparison code.
 
 from typing import TYPE_CHECKING, Any
 
-from cmpx.backend import Backend
+from cmpx.plugin.backend import Backend
 
 if TYPE_CHECKING:
     from cmpx.api import run
@@ -29,10 +29,10 @@ if TYPE_CHECKING:
     from cmpx.loaders.options import DataOptions
     from cmpx.model.graph import exposed_model
     from cmpx.model.info import ModelInfo, TensorSpec, read_model
-    from cmpx.registry import BackendOption, BackendRegistry, DataLoaderRegistry, MetricRegistry, TransformRegistry
+    from cmpx.plugin.registry import BackendOption, BackendRegistry, DataLoaderRegistry, MetricRegistry, TransformRegistry
     from cmpx.report import Report
-    from cmpx.report_data import RunInterrupted
-    from cmpx.results import LocalError, MetricResult, OutputResult, PairResult, PairTally
+    from cmpx.outcome.report_data import RunInterrupted
+    from cmpx.outcome.results import LocalError, MetricResult, OutputResult, PairResult, PairTally
     from cmpx.transforms.options import TransformOptions
     from cmpx.transforms.saving import load_for_transform, save_model
 
@@ -42,15 +42,15 @@ _LAZY = {
     "run": "cmpx.api", "Report": "cmpx.report", "hookimpl": "cmpx.hookspecs",
     "ComparisonContext": "cmpx.comparison.compare",
     **dict.fromkeys(("BackendOption", "BackendRegistry", "DataLoaderRegistry", "MetricRegistry", "TransformRegistry"),
-                    "cmpx.registry"),
+                    "cmpx.plugin.registry"),
     **dict.fromkeys(("TensorSpec", "ModelInfo", "read_model"), "cmpx.model.info"),
-    **dict.fromkeys(("MetricResult", "OutputResult", "PairResult", "PairTally", "LocalError"), "cmpx.results"),
+    **dict.fromkeys(("MetricResult", "OutputResult", "PairResult", "PairTally", "LocalError"), "cmpx.outcome.results"),
     "exposed_model": "cmpx.model.graph", "DataOptions": "cmpx.loaders.options",
     "TransformOptions": "cmpx.transforms.options",
     **dict.fromkeys(("load_for_transform", "save_model"), "cmpx.transforms.saving"),
     **dict.fromkeys(("CmpxError", "UsageError", "ModelError", "PluginError", "BackendFailed", "BackendCrashed",
                      "BackendTimeout", "ExitCode"), "cmpx.errors"),
-    "RunInterrupted": "cmpx.report_data",
+    "RunInterrupted": "cmpx.outcome.report_data",
 }
 
 __all__ = ["Backend", "BackendCrashed", "BackendFailed", "BackendOption", "BackendRegistry", "BackendTimeout",

@@ -6,7 +6,7 @@ import os
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from cmpx.report_data import RunInterrupted
+from cmpx.outcome.report_data import RunInterrupted
 
 if TYPE_CHECKING:
     from cmpx.report import Report
@@ -41,7 +41,7 @@ def run(model: str | os.PathLike[str] | None = None, backends: str | Sequence[st
     except RunInterrupted:
         raise
     except KeyboardInterrupt:  # before the session began (loading plugins): a report of nothing, as later ones
-        from cmpx.session import unstarted_report
+        from cmpx.lifecycle.session import unstarted_report
 
         raise RunInterrupted(unstarted_report(None)) from None
 
@@ -49,9 +49,9 @@ def run(model: str | os.PathLike[str] | None = None, backends: str | Sequence[st
 def _run(model: str | os.PathLike[str] | None, backends: str | Sequence[str], plugins: Iterable[str],
          echo: Callable[[str], None] | None, verbosity: int, options: dict[str, Any]) -> Report:
     from cmpx.comparison.metric_names import threshold_keywords
-    from cmpx.plugins import PluginSettings, make_plugin_manager
-    from cmpx.request import from_python
-    from cmpx.session import Session
+    from cmpx.plugin.manager import PluginSettings, make_plugin_manager
+    from cmpx.options.request import from_python
+    from cmpx.lifecycle.session import Session
 
     settings = PluginSettings.from_cli(list(plugins))
     plugin_set = make_plugin_manager(autoload=settings.autoload, extra=settings.extra, blocked=settings.blocked)

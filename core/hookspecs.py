@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 import pluggy
 
 if TYPE_CHECKING:
-    from cmpx.registry import BackendRegistry, DataLoaderRegistry, MetricRegistry, TransformRegistry
+    from cmpx.plugin.registry import BackendRegistry, DataLoaderRegistry, MetricRegistry, TransformRegistry
 
 PROJECT = "cmpx"
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from cmpx.comparison.compare import ComparisonSettings
 from cmpx.comparison.postprocess import Postprocess
 from cmpx.model.info import ModelInfo, TensorSpec
-from cmpx.registry import BackendSpec
+from cmpx.plugin.registry import BackendSpec
 
 if TYPE_CHECKING:
     from cmpx.errors import BackendFailed

@@ -1,12 +1,12 @@
 """``Report``: what one run found, as ``cmpx.run()`` returns it and as the CLI prints it: the run's data
-(cmpx.report_data) with its renderings, the --report-json document and the text report."""
+(cmpx.outcome.report_data) with its renderings, the --report-json document and the text report."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-from cmpx.report_data import ReportData
+from cmpx.outcome.report_data import ReportData
 
 
 @dataclass(repr=False)

@@ -3,7 +3,7 @@ import re
 
 import pytest
 
-from cmpx.argtypes import PerOutput, parse_input_shapes, parse_per_output, parse_shape_words, parse_val_ranges, \
+from cmpx.options.argtypes import PerOutput, parse_input_shapes, parse_per_output, parse_shape_words, parse_val_ranges, \
     tolerance
 from cmpx.errors import UsageError
 from cmpx.model.info import TensorSpec

@@ -1,8 +1,8 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cmpx.cli.argv import expand_multi_values
-from cmpx.cli.run_grammar import multi_value_options
+from cmpx.options.argv import expand_multi_values
+from cmpx.options.grammar import multi_value_options
 
 MULTI_VALUE = multi_value_options()
 

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from cmpx.run_options import RUN_OPTIONS
+from cmpx.options.table import RUN_OPTIONS
 from conftest import REPO
 
 CMPX = os.path.join(os.path.dirname(sys.executable), "cmpx")
@@ -44,7 +44,7 @@ def test_every_path_option_and_argument_completes_paths():
 
 
 def transforms() -> list[str]:
-    from cmpx.plugins import make_plugin_manager
+    from cmpx.plugin.manager import make_plugin_manager
 
     return make_plugin_manager().transforms.names()
 

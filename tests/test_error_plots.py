@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import cmpx
-from cmpx.argtypes import PerOutput
+from cmpx.options.argtypes import PerOutput
 from cmpx.comparison.compare import ComparisonSettings, compare_outputs
 from cmpx.testing import models as modelgen
 from cmpx_comparators.errors import error_stats

@@ -154,7 +154,7 @@ def test_mark_all_on_many_tensors_runs_under_the_usual_descriptor_limit(tmp_path
 
 
 def test_a_long_run_keeps_bounded_results_in_memory_but_reports_every_iteration(run_cli, tmp_path, monkeypatch):
-    from cmpx import results
+    from cmpx.outcome import results
 
     monkeypatch.setattr(results, "RETAINED_OUTPUTS", 10)
     report = tmp_path / "r.json"
@@ -167,7 +167,7 @@ def test_a_long_run_keeps_bounded_results_in_memory_but_reports_every_iteration(
 
 
 def test_retained_results_are_bounded_whatever_the_iteration_count():
-    from cmpx.results import OutputResult, PairResult, RunResult
+    from cmpx.outcome.results import OutputResult, PairResult, RunResult
 
     result = RunResult(retain_outputs=100)
     for iteration in range(100_000):

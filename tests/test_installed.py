@@ -1,4 +1,4 @@
-"""cmpx.installed reads installed distributions and entry points as the packaging specifications define them
+"""cmpx.plugin.installed reads installed distributions and entry points as the packaging specifications define them
 (no importlib.metadata import on the hot path). It must agree with importlib.metadata wherever it answers."""
 
 import sys
@@ -7,7 +7,7 @@ from importlib import metadata
 
 import pytest
 
-from cmpx import installed
+from cmpx.plugin import installed
 
 
 def _normalized(name: str) -> str:
@@ -62,7 +62,7 @@ def test_the_current_directory_is_the_empty_path_entry(tmp_path, monkeypatch):
 def test_entry_points_load_modules_and_attributes():
     dist = installed.Distribution("x", "1", "/nowhere")
     assert installed.EntryPoint("a", "os.path:join", dist).load() is __import__("os").path.join
-    assert installed.EntryPoint("b", "cmpx.installed", dist).load() is installed
+    assert installed.EntryPoint("b", "cmpx.plugin.installed", dist).load() is installed
     assert installed.EntryPoint("c", "cmpx:installed.version [extra]", dist).load() is installed.version
     with pytest.raises(ValueError, match="is not module:attr"):
         installed.EntryPoint("d", "not a reference!", dist).load()

@@ -12,8 +12,8 @@ import pytest
 
 import cmpx
 
-from cmpx.cli.argv import prescan
-from cmpx.plugins import PluginSettings, make_plugin_manager
+from cmpx.options.argv import prescan
+from cmpx.plugin.manager import PluginSettings, make_plugin_manager
 from cmpx.testing.leaks import worker_processes
 from cmpx.transport import supervisor
 from cmpx.transport.pool import WorkerPool, release_workers, worker_environment

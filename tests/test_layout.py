@@ -3,8 +3,8 @@ imports of the core."""
 
 from dataclasses import fields
 
-from cmpx.request import RunRequest
-from cmpx.run_options import RUN_OPTIONS
+from cmpx.options.request import RunRequest
+from cmpx.options.table import RUN_OPTIONS
 from conftest import REPO
 
 MAX_LINES = 400

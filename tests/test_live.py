@@ -11,7 +11,7 @@ import pytest
 from conftest import REPO
 from cmpx.errors import BackendCrashed, BackendFailed
 from cmpx.plan import BackendPlan
-from cmpx.plugins import PluginSettings, make_plugin_manager
+from cmpx.plugin.manager import PluginSettings, make_plugin_manager
 from cmpx.transport import shm, supervisor
 from cmpx.transport.arena import ReusedSegments
 from cmpx.transport.live import HeldOutputs, LiveBackends

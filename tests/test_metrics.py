@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from cmpx.argtypes import PerOutput
+from cmpx.options.argtypes import PerOutput
 from cmpx.comparison.compare import ComparisonSettings, compare_outputs
 from cmpx_comparators.diffs import EPSILON
 from cmpx_comparators.metrics import SimilarityMetric, ToleranceCheck, builtin_metrics

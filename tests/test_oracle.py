@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from cmpx.model.graph import TensorGraph, TensorInfo
-from cmpx.oracle import OracleBackend, OracleError, OracleJudgement, times
+from cmpx.outcome.oracle import OracleBackend, OracleError, OracleJudgement, times
 from cmpx.comparison.oracle import look_for_jump, measure
 
 TWO_FAULTS = "examples/models/two_faults.onnx"

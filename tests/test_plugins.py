@@ -9,8 +9,8 @@ import pytest
 
 from cmpx.errors import PluginError
 from cmpx.hookspecs import hookimpl
-from cmpx.plugins import PluginSettings, make_plugin_manager
-from cmpx.registry import BackendRegistry, Provenance
+from cmpx.plugin.manager import PluginSettings, make_plugin_manager
+from cmpx.plugin.registry import BackendRegistry, Provenance
 from conftest import REPO, run_cmpx
 
 
@@ -99,7 +99,7 @@ def test_model_formats_must_be_lower_case_suffixes_other_than_onnx(formats):
 
 
 def test_a_flag_option_takes_no_values():
-    from cmpx.registry import BackendOption
+    from cmpx.plugin.registry import BackendOption
 
     registry = BackendRegistry()
     with pytest.raises(PluginError, match="option 'loud' is a flag; it takes no values"):
@@ -107,7 +107,7 @@ def test_a_flag_option_takes_no_values():
 
 
 def test_an_option_type_is_str_int_or_float():
-    from cmpx.registry import BackendOption
+    from cmpx.plugin.registry import BackendOption
 
     registry = BackendRegistry()
     with pytest.raises(PluginError, match="option 'size' has type <class 'list'>; use str, int or float"):
@@ -220,7 +220,7 @@ def test_every_package_directory_is_packaged():
 
 
 def test_discovery_falls_back_to_importlib_metadata_with_the_same_result(monkeypatch):
-    from cmpx import installed
+    from cmpx.plugin import installed
 
     fast = make_plugin_manager()
     monkeypatch.setattr(installed, "_info_folders", lambda paths: None)  # as where the reader cannot tell

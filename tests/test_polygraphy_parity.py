@@ -5,7 +5,7 @@ import itertools
 import numpy as np
 import pytest
 
-from cmpx.argtypes import PerOutput
+from cmpx.options.argtypes import PerOutput
 from cmpx.comparison.compare import ComparisonSettings, compare_outputs
 from cmpx_comparators.metrics import ToleranceCheck
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from cmpx.plan import BackendPlan, RunPlan
 from cmpx.comparison.compare import ComparisonSettings
-from cmpx.plugins import PluginSettings, make_plugin_manager
+from cmpx.plugin.manager import PluginSettings, make_plugin_manager
 from cmpx.reports.terminal import Progress
 from cmpx.reports.text import TextReporter
 from cmpx.testing.leaks import worker_processes

@@ -327,9 +327,9 @@ def test_printed_commands_run_as_printed_in_either_tool():
     """Per-output tolerances after one flag (Polygraphy keeps only the last of a repeated flag, so the default
     would check the rest), quoted paths, and the model type Polygraphy cannot tell from a name without .onnx."""
     from cmpx.reduce.command_lines import polygraphy_command
-    from cmpx.request import RunRequest
-    from cmpx.request_words import request_words
-    from cmpx.run_options import COMPARISON
+    from cmpx.options.request import RunRequest
+    from cmpx.options.words import request_words
+    from cmpx.options.table import COMPARISON
 
     words = request_words(RunRequest(atol=("1e-9", "M:1")), (COMPARISON,))
     assert words[:3] == ["--atol", "1e-9", "M:1"] and words.count("--atol") == 1

@@ -89,10 +89,10 @@ def test_json_report_names_frameworks_options_seed_and_the_compared_tensors_in_g
 def test_the_summary_line_gives_the_relative_error_where_the_reference_exceeds_atol():
     import numpy as np
 
-    from cmpx.argtypes import PerOutput
+    from cmpx.options.argtypes import PerOutput
     from cmpx.comparison.compare import ComparisonSettings, compare_outputs
     from cmpx.reports.text_lines import pair_line as _pair_line  # moved with the state-free lines
-    from cmpx.results import PairTally
+    from cmpx.outcome.results import PairTally
     from cmpx_comparators.metrics import ToleranceCheck
 
     settings = ComparisonSettings([ToleranceCheck(None)], PerOutput(1e-3), PerOutput(1e-3))

@@ -1,6 +1,6 @@
-"""A run's options are declared once (cmpx.run_options): RunRequest's fields follow the table, and a request
-written back as words (cmpx.request_words) parses to the same request through the parser that ``cmpx run``, sweep
-cells and ``cmpx reduce`` use (cmpx.cli.run_grammar.request_from_words)."""
+"""A run's options are declared once (cmpx.options.table): RunRequest's fields follow the table, and a request
+written back as words (cmpx.options.words) parses to the same request through the parser that ``cmpx run``, sweep
+cells and ``cmpx reduce`` use (cmpx.options.grammar.request_from_words)."""
 
 from dataclasses import fields, replace
 
@@ -8,12 +8,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cmpx.cli.run_grammar import request_from_words
+from cmpx.options.grammar import request_from_words
 from cmpx.comparison.metric_names import threshold_flags
-from cmpx.plugins import make_plugin_manager
-from cmpx.request import RunRequest, request_defaults
-from cmpx.request_words import command_line, request_words
-from cmpx.run_options import COMPARISON, FLAG, INT, RUN_OPTIONS, TEXT, WORDS, threshold_flag
+from cmpx.plugin.manager import make_plugin_manager
+from cmpx.options.request import RunRequest, request_defaults
+from cmpx.options.words import command_line, request_words
+from cmpx.options.table import COMPARISON, FLAG, INT, RUN_OPTIONS, TEXT, WORDS, threshold_flag
 from conftest import REPO
 
 PLUGINS = make_plugin_manager()
@@ -39,7 +39,7 @@ def test_the_threshold_spelling_is_made_in_one_place():
     assert threshold_flags(PLUGINS.metrics.get("l2")) == ["--l2-threshold", "--l2-tolerance"]
     spelled = sorted(str(path.relative_to(REPO)) for folder in ("core", "backends", "comparators")
                      for path in (REPO / folder).rglob("*.py") if "}-threshold" in path.read_text())
-    assert spelled == ["core/run_options.py"]
+    assert spelled == ["core/options/table.py"]
 
 
 def test_per_output_values_follow_one_flag_as_polygraphy_reads_them_and_select_orders_the_words():
@@ -157,7 +157,7 @@ PYTHON_VALUES = st.fixed_dictionaries({}, optional={
 def test_a_request_made_from_python_values_prints_as_words_that_parse_to_it(values):
     """cmpx.run()'s keywords become the words the command line takes: printed, they parse to the same request."""
     from cmpx.comparison.metric_names import threshold_keywords
-    from cmpx.request import from_python
+    from cmpx.options.request import from_python
 
     params = [spec.param(option) for spec in SPECS for option in spec.options]
     request = from_python("m.onnx", ["onnxrt", "onnxref"], values, threshold_keywords(PLUGINS), params)
@@ -170,6 +170,6 @@ def test_a_request_made_from_python_values_prints_as_words_that_parse_to_it(valu
 
 
 def _checked(request):
-    from cmpx.preflight import _backend_options
+    from cmpx.lifecycle.preflight import _backend_options
 
     return {spec.name: _backend_options(spec, request.backend_options) for spec in SPECS}

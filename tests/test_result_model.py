@@ -15,7 +15,7 @@ from cmpx.errors import (BackendCrashed, BackendFailed, BackendProtocolError, Ba
 from cmpx.reduce.observe import Observation
 from cmpx.report import Report
 from cmpx.reports.json_report import FailureSummary, RunSummary
-from cmpx.results import MetricResult, OutputResult, PairResult, RunResult
+from cmpx.outcome.results import MetricResult, OutputResult, PairResult, RunResult
 from cmpx.sweep.store import CellRecord
 from conftest import REPO
 

@@ -128,7 +128,7 @@ def test_a_bad_memory_budget_is_a_usage_error(run_cli, models, budget, problem):
 
 
 def test_sizes_read_binary_and_decimal_units():
-    from cmpx.argtypes import byte_size
+    from cmpx.options.argtypes import byte_size
 
     assert [byte_size("--memory-budget", text) for text in ("6GiB", "500MB", "1.5k", "2048", "1 MiB", "3gb")] == \
         [6 << 30, 500_000_000, 1500, 2048, 1 << 20, 3_000_000_000]

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from cmpx.argtypes import ValueRange
+from cmpx.options.argtypes import ValueRange
 from cmpx.dtypes import ONNX_TO_NUMPY, numpy_dtype
 from cmpx.errors import UsageError
 from cmpx.loaders.options import DataOptions

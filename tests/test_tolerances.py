@@ -12,9 +12,9 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from cmpx.noise_floor import EPSILON_32, RTOL_GRID, Measured, NotFinite, epsilon_floor, measure, pairs_of, \
+from cmpx.tolerances.noise_floor import EPSILON_32, RTOL_GRID, Measured, NotFinite, epsilon_floor, measure, pairs_of, \
     round_up, tolerances
-from cmpx.tolerance_file import read_tolerance_file
+from cmpx.tolerances.tolerance_file import read_tolerance_file
 from conftest import REPO, run_cmpx
 
 REAL = REPO / "tests" / "models" / "real"
@@ -291,7 +291,7 @@ def test_a_reduce_candidate_keeps_the_files_values_of_the_outputs_it_has(tmp_pat
     it computes, the command line's after them (a candidate lacks the model's other outputs)."""
     from cmpx.model.subgraph import GraphIndex
     from cmpx.reduce.candidates import Candidate, candidate_request
-    from cmpx.request import RunRequest
+    from cmpx.options.request import RunRequest
 
     path = tmp_path / "t.toml"
     path.write_text('format = "cmpx-tolerances"\nversion = 1\n[outputs.a]\natol = 0.1\nrtol = 0.2\n'

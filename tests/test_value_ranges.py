@@ -8,7 +8,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from cmpx.argtypes import ValueRange
+from cmpx.options.argtypes import ValueRange
 from cmpx.loaders.options import DataOptions
 from cmpx.loaders.synthetic import DEFAULT_INT_RANGE, SyntheticDataLoader
 from cmpx.model.info import TensorSpec

@@ -294,7 +294,7 @@ def test_a_failed_env_create_keeps_nothing(tmp_path, monkeypatch):
 def test_the_worker_code_is_linked_from_where_this_process_imports_it(tmp_path):
     """Packages (cmpx, the backend's plugin package) link as directories, -p modules as files; the links point at
     this checkout's directories in an editable install."""
-    from cmpx.plugins import PluginSettings, make_plugin_manager
+    from cmpx.plugin.manager import PluginSettings, make_plugin_manager
     from cmpx.transport.foreign import link_worker_code, worker_modules
 
     plugins = make_plugin_manager(extra=["cmpx_test_minimal"])

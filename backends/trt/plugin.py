@@ -1,7 +1,9 @@
 """Registers the ``trt`` backend. Imports nothing from TensorRT: the installed version is read from package
 metadata, and TensorRT itself is imported only inside the backend's worker."""
 
-from cmpx import BackendOption, hookimpl, installed
+from cmpx import BackendOption, hookimpl
+
+from cmpx.plugin import installed
 
 # What ``import tensorrt`` comes from. Not the lean runtime (tensorrt-lean-cu12): it is ``tensorrt_lean``, which the
 # backend does not import (tests install it to check the backend's names against).

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from cmpx.argtypes import parse_input_shapes
+from cmpx.options.argtypes import parse_input_shapes
 from cmpx.errors import UsageError
 
 Shape = tuple[int, ...]

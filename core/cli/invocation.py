@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from cmpx.cli.argv import Prescan
-from cmpx.plugins import PluginSet, PluginSettings, make_plugin_manager
+from cmpx.options.argv import Prescan
+from cmpx.plugin.manager import PluginSet, PluginSettings, make_plugin_manager
 
 if TYPE_CHECKING:
     from cmpx.transport.pool import WorkerPool

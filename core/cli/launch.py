@@ -57,7 +57,7 @@ def _interrupt(signum: int, frame: object) -> None:
 
 
 def _run(keep: Callable[[Any], Any]) -> int:
-    from cmpx.cli.argv import prescan
+    from cmpx.options.argv import prescan
     from cmpx.limits import exhausted, raise_descriptor_limit
     from cmpx.transport.idle_threads import quiet_idle_threads
 

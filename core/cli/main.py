@@ -11,8 +11,8 @@ from typing import Any
 import click
 
 from cmpx._version import __version__
-from cmpx.cli import completion
-from cmpx.cli.argv import prescan
+from cmpx.options import completion
+from cmpx.options.argv import prescan
 from cmpx.cli.env_cmd import env_group
 from cmpx.cli.invocation import Invocation, invocation
 from cmpx.cli.reduce_cmd import reduce_command
@@ -21,7 +21,7 @@ from cmpx.cli.tolerances_cmd import tolerances_command
 from cmpx.errors import CmpxError, ExitCode, exit_code_of
 from cmpx.limits import exhausted
 from cmpx.printable import printable
-from cmpx.report_data import RunInterrupted
+from cmpx.outcome.report_data import RunInterrupted
 
 class CmpxGroup(click.Group):
     """Builds the plugin manager on demand (never at import time) and converts errors to exit codes."""
@@ -33,7 +33,7 @@ class CmpxGroup(click.Group):
             return build_run_command(invocation(ctx).plugins)
         command = super().get_command(ctx, name)
         if command is None:
-            from cmpx.cli.polygraphy import COMMANDS
+            from cmpx.options.polygraphy import COMMANDS
 
             if name in COMMANDS:
                 raise click.UsageError(f"'{name}' is a Polygraphy command that cmpx does not have: {COMMANDS[name]}")

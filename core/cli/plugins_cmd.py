@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from cmpx.plugins import PluginSet
-from cmpx.registry import BackendRegistry, DataLoaderRegistry, MetricRegistry, TransformRegistry
+from cmpx.plugin.manager import PluginSet
+from cmpx.plugin.registry import BackendRegistry, DataLoaderRegistry, MetricRegistry, TransformRegistry
 
 
 def show_plugins(plugins: PluginSet) -> None:

@@ -8,7 +8,7 @@ import sys
 
 import click
 
-from cmpx.cli import completion
+from cmpx.options import completion
 
 REDUCE_HELP = """Cut MODEL down to the smallest subgraph that still fails when its --backend's are compared, and
 write it to -o with its inputs and the reference's outputs as cmpx runs beside it (OUT.inputs, OUT.outputs), so
@@ -42,7 +42,7 @@ Example:
                 shell_complete=completion.paths())
 def reduce_command(output: str, fail_on: str | None, words: tuple[str, ...]) -> int:
     from cmpx.cli.invocation import invocation
-    from cmpx.cli.run_grammar import request_from_words
+    from cmpx.options.grammar import request_from_words
     from cmpx.printable import printable
     from cmpx.reduce.driver import ReduceOptions, reduce_model
     from cmpx.reports.terminal import terminal_width

@@ -1,4 +1,4 @@
-"""``cmpx run``: the command (its grammar is cmpx.cli.run_grammar, which sweeps and reduce also parse their runs'
+"""``cmpx run``: the command (its grammar is cmpx.options.grammar, which sweeps and reduce also parse their runs'
 words with) and its action, a Session with the text report."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from typing import Any
 import click
 
 from cmpx.cli.invocation import invocation
-from cmpx.cli.run_grammar import build_run_command as _grammar, request_from_values
-from cmpx.plugins import PluginSet
+from cmpx.options.grammar import build_run_command as _grammar, request_from_values
+from cmpx.plugin.manager import PluginSet
 
 
 def build_run_command(plugins: PluginSet) -> click.Command:
@@ -24,7 +24,7 @@ def _run(plugins: PluginSet, values: dict[str, Any]) -> int:
     """Run the request of click's values in a Session with the text report, return the exit code."""
     from cmpx.reports.terminal import PipeSafeEcho, Progress, colour_wanted, terminal_width
     from cmpx.reports.text import TextReporter
-    from cmpx.session import Session
+    from cmpx.lifecycle.session import Session
 
     request, cli = request_from_values(plugins, values)
     verbosity = max(0, 1 + cli["verbose"] - (1 if cli["quiet"] else 0))

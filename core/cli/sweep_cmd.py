@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from cmpx.cli import completion
+from cmpx.options import completion
 
 SWEEP_HELP = """Run every model of the sweep FILE (TOML) with every run configuration in it, each cell a full
 'cmpx run' with its own workers, and write the results to DIR: a report and a log per cell, summary.json,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from cmpx.errors import UsageError
-from cmpx.plugins import PluginSet
+from cmpx.plugin.manager import PluginSet
 from cmpx.printable import printable
 
 TENSOR_COLUMNS = ("TENSOR", "NODE", "OP", "DTYPE", "SHAPE", "NOTE")

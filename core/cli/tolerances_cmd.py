@@ -1,6 +1,6 @@
 """``cmpx tolerances MODEL --backend A --backend B [run options] -o FILE.toml``: measure A against B over many
-seeded iterations and write the tolerances that pass them with a margin (cmpx.noise_floor's method, written by
-cmpx.tolerance_file). Its own options are -o, --safety-factor and --floor; every other word is parsed by
+seeded iterations and write the tolerances that pass them with a margin (cmpx.tolerances.noise_floor's method, written by
+cmpx.tolerances.tolerance_file). Its own options are -o, --safety-factor and --floor; every other word is parsed by
 ``cmpx run``'s own command. Imports nothing heavy until it runs."""
 
 from __future__ import annotations
@@ -57,8 +57,8 @@ def tolerances_command(output: str, safety_factor: float, floor: str | None, wor
 def derive(words: list[str], output: str, factor: float, floor: str | None, here: Any,
            echo: Callable[[str], None]) -> int:
     """Check the words, run A, B (and the oracle) with their outputs saved, measure, write ``output``."""
-    from cmpx.argtypes import check_stat, parse_per_output, quantile
-    from cmpx.cli.run_grammar import request_from_words
+    from cmpx.options.argtypes import check_stat, parse_per_output, quantile
+    from cmpx.options.grammar import request_from_words
     from cmpx.errors import UsageError
     from cmpx.outputs import check_file_output
 
@@ -87,10 +87,10 @@ def derive(words: list[str], output: str, factor: float, floor: str | None, here
         run = replace(request, backends=(*request.backends, *([ORACLE] if oracle else [])), iterations=iterations,
                       oracle=False, save_outputs=saved, check_error_stat=(), error_quantile=())
         report = _run(run, here, echo)
-        from cmpx.tolerances_measure import measure_outputs
+        from cmpx.tolerances.measure import measure_outputs
 
         header, entries, lines = measure_outputs(report, saved, check.default, q.default, factor, oracle)
-    from cmpx.tolerance_file import tolerance_file_text
+    from cmpx.tolerances.tolerance_file import tolerance_file_text
 
     options = (f" --safety-factor {factor:g}" if factor != SAFETY_FACTOR else "") + (f" --floor {floor}" if floor
                                                                                      else "")
@@ -123,7 +123,7 @@ def _oracle(floor: str | None, plugins: Any, model: str | None) -> bool:
 
 
 def _run(run: Any, here: Any, echo: Callable[[str], None]) -> Any:
-    from cmpx.session import Session
+    from cmpx.lifecycle.session import Session
 
     with Session(run, here.plugins, here.settings, warn=lambda message: echo(f"warning: {message}")) as session:
         report = session.run()

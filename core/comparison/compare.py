@@ -9,8 +9,8 @@ from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from cmpx.argtypes import CHECK_STATS, PerOutput
-from cmpx.results import MetricResult, OutputResult, PairResult
+from cmpx.options.argtypes import CHECK_STATS, PerOutput
+from cmpx.outcome.results import MetricResult, OutputResult, PairResult
 
 __all__ = ["CHECK_STATS", "ComparisonContext", "ComparisonSettings", "MetricResult", "OutputSettings",
            "compare_output", "compare_outputs", "compare_tensor"]
@@ -27,7 +27,7 @@ class OutputSettings:
     nan_equal: bool = False
     inf_equal: bool = False
     thresholds: Mapping[str, float] = field(default_factory=dict)  # metric name -> threshold
-    samples: int = 0  # elements to sample for plots (cmpx.results.ErrorSample); 0: none
+    samples: int = 0  # elements to sample for plots (cmpx.outcome.results.ErrorSample); 0: none
 
 
 @dataclass(frozen=True)

@@ -7,13 +7,13 @@ from __future__ import annotations
 import fnmatch
 from typing import TYPE_CHECKING, Any
 
-from cmpx.run_options import threshold_flag
+from cmpx.options.table import threshold_flag
 
 if TYPE_CHECKING:
-    from cmpx.argtypes import PerOutput
+    from cmpx.options.argtypes import PerOutput
     from cmpx.plan import RunPlan
-    from cmpx.request import RunRequest
-    from cmpx.results import RunResult
+    from cmpx.options.request import RunRequest
+    from cmpx.outcome.results import RunResult
 
 
 def unfulfilled(request: RunRequest, plan: RunPlan, result: RunResult) -> list[str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from cmpx.results import Divergence, OutputResult
+from cmpx.outcome.results import Divergence, OutputResult
 from cmpx.model.graph import TensorGraph
 
 

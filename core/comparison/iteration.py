@@ -16,15 +16,15 @@ from cmpx.comparison.oracle import judge, look_for_jump, measure, transforms_of
 from cmpx.comparison.pairing import comparison_pairs
 from cmpx.comparison.structural import conform
 from cmpx.comparison.validation import find_non_finite
-from cmpx.results import PairResult
+from cmpx.outcome.results import PairResult
 from cmpx.structured import NotComparable, Structured
 
 if TYPE_CHECKING:
     from cmpx.local_error.keeper import ReferenceKeeper
-    from cmpx.oracle import OracleError
+    from cmpx.outcome.oracle import OracleError
     from cmpx.plan import RunPlan
     from cmpx.reports.reporter import Reporter
-    from cmpx.results import RunResult
+    from cmpx.outcome.results import RunResult
     from cmpx.saved.cmpx_format import RunWriter
     from cmpx.transport.sources import TensorSource
 
@@ -44,7 +44,7 @@ class IterationComparer:
         outputs = plan.model.outputs if plan.model else ()
         self.structured = {spec.name: spec for spec in outputs if not spec.is_tensor}  # sequences, maps...
         if plan.oracle is not None and result.oracle is None:
-            from cmpx.oracle import OracleSummary
+            from cmpx.outcome.oracle import OracleSummary
 
             result.oracle = OracleSummary(plan.oracle)
 

@@ -7,12 +7,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from cmpx.errors import UsageError
-from cmpx.run_options import threshold_flag
+from cmpx.options.table import threshold_flag
 from cmpx.suggest import did_you_mean
 
 if TYPE_CHECKING:
-    from cmpx.plugins import PluginSet
-    from cmpx.registry import MetricSpec
+    from cmpx.plugin.manager import PluginSet
+    from cmpx.plugin.registry import MetricSpec
 
 
 def threshold_flags(spec: MetricSpec) -> list[str]:

@@ -1,4 +1,4 @@
-"""Measuring the run's backends against the fp64 oracle (cmpx.oracle holds what is found).
+"""Measuring the run's backends against the fp64 oracle (cmpx.outcome.oracle holds what is found).
 
 Which backend is the oracle: a live backend running the fp64 transform (``--oracle`` adds ``onnxref:fp64``), or
 saved outputs of one (``onnxref:fp64@DIR``). It takes part in the run's verdict only as ``--reference``, or when
@@ -12,8 +12,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from cmpx.oracle import JUMP, SENTINEL, ORACLE_TRANSFORM, ROUNDING, OracleBackend, OracleError, OracleJudgement, OracleJump
-from cmpx.results import PairResult
+from cmpx.outcome.oracle import JUMP, SENTINEL, ORACLE_TRANSFORM, ROUNDING, OracleBackend, OracleError, OracleJudgement, OracleJump
+from cmpx.outcome.results import PairResult
 
 
 def transforms_of(plan: Any) -> dict[str, str | None]:

@@ -30,7 +30,7 @@ def comparison_pairs(names: Sequence[str], reference: str | None, oracle: str | 
     """(backend, reference) pairs among ``names`` (the backends that produced results).
 
     By default each backend is compared with the next one, which is the reference (as in Polygraphy);
-    with ``reference`` every other backend is compared against it. The run's fp64 ``oracle`` (cmpx.oracle) takes
+    with ``reference`` every other backend is compared against it. The run's fp64 ``oracle`` (cmpx.outcome.oracle) takes
     part only as the reference, or when there is nothing else to compare (it and one other backend).
     """
     if oracle is not None and oracle != reference and len([n for n in names if n != oracle]) >= 2:

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from cmpx.argtypes import parse_per_output
+from cmpx.options.argtypes import parse_per_output
 from cmpx.errors import UsageError
 
 FORM = "top-K or top-K,axis=N, optionally per output as NAME:top-K, e.g. --postprocess top-5 logits:top-1,axis=1"

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from cmpx.results import OutputResult
+from cmpx.outcome.results import OutputResult
 from cmpx.structured import Structured, describe, difference, locate
 
 

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from cmpx.dtypes import is_extension, is_floating
-from cmpx.results import NonFinite
+from cmpx.outcome.results import NonFinite
 
 CHUNK_ELEMENTS = 1 << 20
 

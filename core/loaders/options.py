@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from cmpx.argtypes import ValueRange
+from cmpx.options.argtypes import ValueRange
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from typing import Any
 from cmpx.errors import CmpxError, LimitReached, UsageError
 from cmpx.loaders.feeds import fit_feeds
 from cmpx.model.info import ModelInfo, TensorSpec
-from cmpx.request import RunRequest
+from cmpx.options.request import RunRequest
 
 Feeds = Iterator[Mapping[str, Any]]
 

@@ -17,7 +17,7 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from cmpx.argtypes import ValueRange
+from cmpx.options.argtypes import ValueRange
 from cmpx.dtypes import is_floating, numpy_dtype
 from cmpx.errors import UsageError
 from cmpx.loaders.options import DataOptions

@@ -14,7 +14,7 @@ from cmpx.errors import OutputFailed
 
 if TYPE_CHECKING:
     from cmpx.plan import RunPlan
-    from cmpx.results import PairResult
+    from cmpx.outcome.results import PairResult
     from cmpx.saved.cmpx_format import RunWriter
 
 ITERATION = 0  # the iteration whose values feed the nodes

@@ -19,14 +19,14 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from cmpx.errors import BackendFailed
-from cmpx.results import LocalError, ranked
+from cmpx.outcome.results import LocalError, ranked
 
 if TYPE_CHECKING:
     from cmpx.local_error.keeper import ReferenceKeeper
     from cmpx.model.subgraph import GraphIndex
     from cmpx.plan import BackendPlan, RunPlan
     from cmpx.reports.reporter import Reporter
-    from cmpx.results import RunResult
+    from cmpx.outcome.results import RunResult
     from cmpx.transport.live import LiveBackends, OnWait, Replies, Reply
 
 KEY = "l"  # the run's segments --local-error feeds and fills (cmpx.transport.live)

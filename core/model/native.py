@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from cmpx.registry import BackendSpec
+from cmpx.plugin.registry import BackendSpec
 
 
 def native_format(model: str | None, specs: Sequence[BackendSpec]) -> str | None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
-from cmpx.argtypes import SHAPE_FORM, check_names
+from cmpx.options.argtypes import SHAPE_FORM, check_names
 from cmpx.errors import UsageError
 from cmpx.model.dimension_sizes import BATCH, DECODING, PAST, TOTAL, convention_of, decodes, evaluate, \
     is_expression, names_in, solve

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from cmpx.argtypes import ValueRange
+from cmpx.options.argtypes import ValueRange
 from cmpx.model.info import TensorSpec
 
 PASS_THROUGH = {  # op type -> the inputs whose values reach the output unchanged (None: every input)

@@ -16,10 +16,10 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from cmpx.model.subgraph import GraphIndex, boundary, closure, write_subgraph
-from cmpx.tolerance_file import PER_OUTPUT_FIELDS, merged_words
+from cmpx.tolerances.tolerance_file import PER_OUTPUT_FIELDS, merged_words
 
 if TYPE_CHECKING:
-    from cmpx.request import RunRequest
+    from cmpx.options.request import RunRequest
     from cmpx.saved.model import SavedSource
 
 

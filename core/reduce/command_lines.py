@@ -1,5 +1,5 @@
 """The Polygraphy line cmpx reduce prints to check a reduced model written as Polygraphy's JSON (its cmpx run lines
-are a request's own words: cmpx.request_words)."""
+are a request's own words: cmpx.options.words)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ def polygraphy_command(model: str, inputs: str, outputs: str, live: Sequence[str
         return None
     if any(word.startswith("--") and word.split("=", 1)[0] not in POLYGRAPHY_COMPARISON for word in words):
         return None
-    from cmpx.request_words import command_line
+    from cmpx.options.words import command_line
 
     typed = [] if model.lower().endswith(".onnx") else ["--model-type", "onnx"]  # else Polygraphy cannot tell
     return "polygraphy run " + command_line([model, *typed, *(POLYGRAPHY_RUNNERS[w] for w in live),

@@ -20,17 +20,17 @@ from typing import TYPE_CHECKING
 from cmpx.errors import ExitCode, UsageError
 from cmpx.reduce.command_lines import polygraphy_command
 from cmpx.reduce.observe import FAIL_ON, FAILING, Observation, Observer
-from cmpx.request_words import command_line, request_words
-from cmpx.run_options import COMPARISON
+from cmpx.options.words import command_line, request_words
+from cmpx.options.table import COMPARISON
 
 # what a reduced model needs to be run as it was checked, besides the comparison options: the transforms' settings
 REPRODUCED = ("fp16", "bf16", "int8", "fp8", "keep_fp32", "calibration_iterations", "calibration_cache")
 
 if TYPE_CHECKING:
-    from cmpx.plugins import PluginSet, PluginSettings
-    from cmpx.preflight import Preflight
+    from cmpx.plugin.manager import PluginSet, PluginSettings
+    from cmpx.lifecycle.preflight import Preflight
     from cmpx.reduce.candidates import Candidate, CandidateMaker
-    from cmpx.request import RunRequest
+    from cmpx.options.request import RunRequest
 
 # Options cmpx reduce sets itself on the runs it makes, or that name files one run would write.
 REFUSED = {"load_outputs": "the reference is a live backend", "mark_all": "it marks what it needs",
@@ -64,7 +64,7 @@ class Written:
 def reduce_model(options: ReduceOptions, plugins: PluginSet, settings: PluginSettings,
                  echo: Callable[[str], None]) -> ExitCode:
     """Run the reduction, printing progress through ``echo``; return the exit code (module docstring)."""
-    from cmpx.preflight import preflight
+    from cmpx.lifecycle.preflight import preflight
 
     request = options.request
     checked = preflight(request, plugins, settings)

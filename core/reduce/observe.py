@@ -10,13 +10,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from cmpx.errors import CmpxError, telling_line
-from cmpx.report_data import RunInterrupted
+from cmpx.outcome.report_data import RunInterrupted
 
 if TYPE_CHECKING:
-    from cmpx.plugins import PluginSet, PluginSettings
+    from cmpx.plugin.manager import PluginSet, PluginSettings
     from cmpx.report import Report
     from cmpx.reports.terminal import Progress
-    from cmpx.request import RunRequest
+    from cmpx.options.request import RunRequest
     from cmpx.transport.pool import WorkerPool
 
 FAIL_ON = ("mismatch", "crash", "any")
@@ -142,7 +142,7 @@ def observe(request: RunRequest, plugins: PluginSet, settings: PluginSettings,
     """Run ``request`` in a Session of its own (fresh workers, from ``pool`` if given) and say what its report
     shows. ``echo`` receives the run's text report (``cmpx reduce -v``); else ``progress`` (a terminal's progress
     line) shows what the run waits for."""
-    from cmpx.session import Session
+    from cmpx.lifecycle.session import Session
 
     started = time.monotonic()
     warnings: list[str] = []

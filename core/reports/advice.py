@@ -9,9 +9,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from cmpx.oracle import ORACLE_TRANSFORM
-from cmpx.results import LocalError
-from cmpx.run_options import BY_NAME
+from cmpx.outcome.oracle import ORACLE_TRANSFORM
+from cmpx.outcome.results import LocalError
+from cmpx.options.table import BY_NAME
 
 LOCAL_ERRORS_SHOWN = 10  # nodes listed by --local-error, failing ones first (the JSON report has every one)
 
@@ -81,7 +81,7 @@ class LocalErrorRanking:
 
 
 def rank_local_errors(errors: Sequence[LocalError]) -> LocalErrorRanking:
-    """``errors`` in the order the run keeps them (largest first: cmpx.results.ranked)."""
+    """``errors`` in the order the run keeps them (largest first: cmpx.outcome.results.ranked)."""
     return LocalErrorRanking(errors, sum(e.passed is False for e in errors), sum(e.inheriting for e in errors),
                              sum(e.passed is None for e in errors),
                              sorted(errors, key=lambda e: e.passed is not False)[:LOCAL_ERRORS_SHOWN])

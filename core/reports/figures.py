@@ -24,8 +24,8 @@ from cmpx.reports.reporter import SilentReporter
 
 if TYPE_CHECKING:
     from cmpx.plan import RunPlan
-    from cmpx.request import RunRequest
-    from cmpx.results import OutputResult, PairResult
+    from cmpx.options.request import RunRequest
+    from cmpx.outcome.results import OutputResult, PairResult
 
 SAMPLE_POINTS = 2000  # elements sampled per output for the magnitude plot: 200 largest errors, 1,800 at random
 HTML_OUTPUT_FIGURES = 48  # per-output figures an HTML report embeds at most (failing and largest errors first)

@@ -12,7 +12,7 @@ from cmpx.reports.advice import hinted, local_error_numbers, lowered, measured_t
 from cmpx.reports.html_page import Cell, Content, Markup, Row, element, section, table
 from cmpx.reports.html_results import pair_title, verdict_cell
 from cmpx.reports.json_report import results_of
-from cmpx.results import LocalError
+from cmpx.outcome.results import LocalError
 
 
 def next_steps_section(document: Mapping[str, Any]) -> Markup | None:

@@ -16,7 +16,7 @@ from typing import Any
 
 from cmpx.errors import ExitCode
 from cmpx.outputs import write_file
-from cmpx.report_data import VERDICTS
+from cmpx.outcome.report_data import VERDICTS
 from cmpx.reports.figures import Picture
 from cmpx.reports.html_advice import next_steps_section
 from cmpx.reports.html_page import Cell, Content, Markup, Row, badge, details, element, key_values, render_page, \
@@ -209,7 +209,7 @@ def run_section(document: Mapping[str, Any]) -> Markup:
 
 def _option_flags(options: Mapping[str, Any]) -> list[tuple[str, Any]]:
     """The JSON report's options (by RunRequest field) under the flags that give them; thresholds by metric."""
-    from cmpx.run_options import BY_NAME, threshold_flag
+    from cmpx.options.table import BY_NAME, threshold_flag
 
     flags = [(BY_NAME[k].flag if k in BY_NAME else k, v) for k, v in options.items() if k != "thresholds"]
     return flags + [(threshold_flag(metric), v) for metric, v in (options.get("thresholds") or {}).items()]

@@ -23,15 +23,15 @@ from cmpx._version import __version__
 from cmpx.errors import OutputFailed
 from cmpx.outputs import AtomicFile
 from cmpx.reports.reporter import SilentReporter
-from cmpx.request_words import command_line, request_words
-from cmpx.results import PairResult, PairTally, RunResult
-from cmpx.runtimes import labels
+from cmpx.options.words import command_line, request_words
+from cmpx.outcome.results import PairResult, PairTally, RunResult
+from cmpx.outcome.runtimes import labels
 
 if TYPE_CHECKING:
     from cmpx.plan import RunPlan
-    from cmpx.registry import BackendSpec
-    from cmpx.report_data import ReportData
-    from cmpx.request import RunRequest
+    from cmpx.plugin.registry import BackendSpec
+    from cmpx.outcome.report_data import ReportData
+    from cmpx.options.request import RunRequest
 
 
 def run_document(report: ReportData) -> dict[str, Any]:
@@ -143,7 +143,7 @@ class JsonReportWriter(SilentReporter):
 
 def framework(spec: BackendSpec) -> str | None:
     """"onnxruntime 1.23.2": the first of the backend's framework distributions that is installed."""
-    from cmpx import installed
+    from cmpx.plugin import installed
 
     for name in spec.frameworks:
         version = installed.version([name])
@@ -154,7 +154,7 @@ def framework(spec: BackendSpec) -> str | None:
 
 def given_options(request: RunRequest | None) -> dict[str, Any]:
     """The run options given other values than their defaults (the model and backends are reported apart)."""
-    from cmpx.request import request_defaults
+    from cmpx.options.request import request_defaults
 
     if request is None:
         return {}
@@ -167,7 +167,7 @@ def given_options(request: RunRequest | None) -> dict[str, Any]:
 
 
 def run_command(plan: RunPlan, request: RunRequest | None) -> str | None:
-    """The shell command line that runs this request again (cmpx.request_words), or None without a request."""
+    """The shell command line that runs this request again (cmpx.options.words), or None without a request."""
     if request is None:
         return None
     return command_line(["cmpx", "run", *request_words(request, None, [b.spec for b in plan.backends])])

@@ -10,7 +10,7 @@ from cmpx.outputs import write_file
 from cmpx.printable import xml_safe
 
 if TYPE_CHECKING:
-    from cmpx.report_data import ReportData
+    from cmpx.outcome.report_data import ReportData
 
 
 def junit_tree(report: ReportData) -> ET.ElementTree:

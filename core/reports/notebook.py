@@ -11,7 +11,7 @@ from cmpx.reports.terminal import Progress
 from cmpx.reports.text_lines import pair_line
 
 if TYPE_CHECKING:
-    from cmpx.report_data import ReportData
+    from cmpx.outcome.report_data import ReportData
 
 COLOURS = {"PASSED": "#1a7f37", "NOT COMPARED": "#9a6700", "INTERRUPTED": "#9a6700"}  # else red: a failure
 

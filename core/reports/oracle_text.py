@@ -1,11 +1,11 @@
-"""The text report's lines about the fp64 oracle (cmpx.oracle): under a failing pair, which side of each failing
+"""The text report's lines about the fp64 oracle (cmpx.outcome.oracle): under a failing pair, which side of each failing
 output is closer to the exact value; in the summary, each backend's largest errors against the oracle and, with
 marked tensors, where its own error first jumps."""
 
 from __future__ import annotations
 
-from cmpx.oracle import JUMP, OracleBackend, OracleSummary, times
-from cmpx.results import PairResult
+from cmpx.outcome.oracle import JUMP, OracleBackend, OracleSummary, times
+from cmpx.outcome.results import PairResult
 
 OUTPUTS_SHOWN = 5  # per backend in the summary (every tensor is in the JSON report)
 

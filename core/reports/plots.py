@@ -74,7 +74,7 @@ def png_and_panels(figure: Any, top: float = 0.94) -> tuple[bytes, tuple[bytes, 
 
 def output_figure(title: str, data: Mapping[str, Any], sample: Any = None) -> Any:
     """The figure of one output: ``data`` is its tolerance check's data (cmpx_comparators.tolerance_report: atol,
-    rtol, check, coarse histograms), ``sample`` its cmpx.results.ErrorSample (finer histograms and the elements
+    rtol, check, coarse histograms), ``sample`` its cmpx.outcome.results.ErrorSample (finer histograms and the elements
     for the magnitude plot) when one was taken."""
     from matplotlib.figure import Figure
 

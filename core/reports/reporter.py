@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from cmpx.comparison.values import ValueStats
     from cmpx.errors import BackendFailed
-    from cmpx.runtimes import BackendRuntime
-    from cmpx.report_data import ReportData
-    from cmpx.results import NonFinite, PairResult
+    from cmpx.outcome.runtimes import BackendRuntime
+    from cmpx.outcome.report_data import ReportData
+    from cmpx.outcome.results import NonFinite, PairResult
 
 
 class Reporter(Protocol):

@@ -19,13 +19,13 @@ from cmpx.reports import oracle_text
 from cmpx.reports.terminal import Progress, paint
 from cmpx.reports.text_lines import DETAIL_INDENT, blind_lines, format_output, pair_line, reminder, saved_label, \
     wrapped
-from cmpx.results import LocalError, NonFinite, PairResult, PairTally
-from cmpx.runtimes import labels, linked_note
+from cmpx.outcome.results import LocalError, NonFinite, PairResult, PairTally
+from cmpx.outcome.runtimes import labels, linked_note
 
 if TYPE_CHECKING:
     from cmpx.plan import RunPlan
-    from cmpx.report_data import ReportData
-    from cmpx.runtimes import BackendRuntime
+    from cmpx.outcome.report_data import ReportData
+    from cmpx.outcome.runtimes import BackendRuntime
 
 HALF_SPACING = {"float16": 2.0 ** -10, "bfloat16": 2.0 ** -7}  # the relative gap between neighbouring values
 QUIET, NORMAL, VERBOSE, VERY_VERBOSE = 0, 1, 2, 3

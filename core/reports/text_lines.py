@@ -7,7 +7,7 @@ from __future__ import annotations
 import textwrap
 
 from cmpx.errors import telling_line
-from cmpx.results import OutputResult, PairTally
+from cmpx.outcome.results import OutputResult, PairTally
 
 DETAIL_INDENT = "        "
 

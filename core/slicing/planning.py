@@ -19,7 +19,7 @@ HALF_TRANSFORMS = ("fp16", "bf16")
 if TYPE_CHECKING:
     from cmpx.model.info import ModelInfo, TensorSpec
     from cmpx.model.subgraph import GraphIndex
-    from cmpx.registry import BackendSpec
+    from cmpx.plugin.registry import BackendSpec
 
 
 class SlicedBackend(Protocol):

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from cmpx.comparison.iteration import IterationComparer, OpenIteration
     from cmpx.plan import RunPlan
     from cmpx.reports.reporter import Reporter
-    from cmpx.results import RunResult
+    from cmpx.outcome.results import RunResult
     from cmpx.slicing.planning import SlicingPlan
     from cmpx.transport.sources import TensorSource
 

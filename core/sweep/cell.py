@@ -27,7 +27,7 @@ def run_cell(task: dict[str, Any]) -> CellOutcome:
     """Run ``task`` (cmpx.sweep.matrix.Cell.task) here; never raises but for a second interrupt."""
     from cmpx.errors import CmpxError
     from cmpx.report import Report
-    from cmpx.report_data import RunInterrupted
+    from cmpx.outcome.report_data import RunInterrupted
 
     started = time.monotonic()
     lines: list[str] = []
@@ -67,10 +67,10 @@ def _finish(outcome: CellOutcome, lines: list[str], started: float) -> CellOutco
 def _run(task: dict[str, Any], lines: list[str]):
     """The run itself: the words parsed by ``cmpx run``'s own command, a Session with the text report kept in
     ``lines``."""
-    from cmpx.cli.run_grammar import request_from_words
-    from cmpx.plugins import PluginSettings, make_plugin_manager
+    from cmpx.options.grammar import request_from_words
+    from cmpx.plugin.manager import PluginSettings, make_plugin_manager
     from cmpx.reports.text import TextReporter
-    from cmpx.session import Session
+    from cmpx.lifecycle.session import Session
 
     settings = PluginSettings.from_cli(task["plugins"])
     plugins = make_plugin_manager(autoload=settings.autoload, extra=settings.extra, blocked=settings.blocked)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cmpx.errors import UsageError
-from cmpx.report_data import RunInterrupted
+from cmpx.outcome.report_data import RunInterrupted
 from cmpx.reports.terminal import Progress
 from cmpx.sweep.executors import Executor, Job
 from cmpx.sweep.matrix import Cell, cells, check_runs, model_digest

@@ -1,7 +1,7 @@
 """The cells of a sweep: every model with every run, each run's arguments checked before any cell runs.
 
 A run's ``args`` are ``cmpx run`` arguments, parsed by the ``cmpx run`` command itself
-(``cmpx.cli.run_grammar.request_from_words``) and checked by the run's own preflight, so a sweep takes exactly what the
+(``cmpx.options.grammar.request_from_words``) and checked by the run's own preflight, so a sweep takes exactly what the
 command line takes. In args, ``{model}`` stands for the model's path relative to the sweep file without its suffix
 (``zoo/resnet50``) and ``{run}`` for the run's name, so that one run can read or write a path per model:
 ``--load-outputs golden/{model}``.
@@ -71,10 +71,10 @@ def fill(words: Sequence[str], model: str, run: str) -> tuple[str, ...]:
 def check_runs(sweep: SweepFile, plugin_args: Sequence[str] = ()) -> tuple[CheckedRun, ...]:
     """Parse and preflight each run's arguments as ``cmpx run`` would; a UsageError names the file, the run's
     line, the run and the problem."""
-    from cmpx.cli.argv import prescan
-    from cmpx.cli.run_grammar import request_from_words
-    from cmpx.plugins import PluginSettings, make_plugin_manager
-    from cmpx.preflight import preflight
+    from cmpx.options.argv import prescan
+    from cmpx.options.grammar import request_from_words
+    from cmpx.plugin.manager import PluginSettings, make_plugin_manager
+    from cmpx.lifecycle.preflight import preflight
 
     loaded: dict[tuple[str, ...], tuple] = {}
     checked = []

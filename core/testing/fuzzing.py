@@ -186,7 +186,7 @@ def _words_seed() -> bytes:
 
 
 def _read_words(data: bytes, directory: str) -> None:
-    from cmpx.argtypes import byte_size, parse_input_shapes, parse_per_output, parse_shape_words, parse_val_ranges, \
+    from cmpx.options.argtypes import byte_size, parse_input_shapes, parse_per_output, parse_shape_words, parse_val_ranges, \
         tolerance
 
     parts = data.decode("utf-8", "replace").split("\x00")

@@ -33,7 +33,7 @@ class KeptWorkers:
                  plugins: Sequence[str] = (), timeout: float = 120.0):
         from cmpx.comparison.pairing import instance_names
         from cmpx.plan import BackendPlan
-        from cmpx.plugins import PluginSettings, make_plugin_manager
+        from cmpx.plugin.manager import PluginSettings, make_plugin_manager
         from cmpx.transport.live import LiveBackends
         from cmpx.transport.runspace import RunSpace
 

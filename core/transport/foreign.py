@@ -17,12 +17,12 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from cmpx.runtimes import BackendRuntime
+from cmpx.outcome.runtimes import BackendRuntime
 from cmpx.transport.worker import CANNOT_START, CANNOT_START_PREFIX
 
 if TYPE_CHECKING:
     from cmpx.plan import BackendPlan
-    from cmpx.plugins import PluginSettings
+    from cmpx.plugin.manager import PluginSettings
 
 WORKER_MODULE = "cmpx.transport.worker"
 OLDEST_PYTHON = (3, 10)

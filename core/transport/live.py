@@ -1,7 +1,7 @@
 """The live backends of one run, as the coordinator talks to them: the one place that builds their ``load``,
 ``infer`` and ``close`` requests (the message types of cmpx.transport.messages), names the run's shared-memory
 segments, waits for the answers within the run's limits, turns ``result`` answers into tensor sources, and frees
-the segments. The plain run (cmpx.execution), a sliced run (cmpx.slicing.runner), --local-error
+the segments. The plain run (cmpx.lifecycle.execution), a sliced run (cmpx.slicing.runner), --local-error
 (cmpx.local_error.measure) and the test helpers' kept workers all go through it.
 
 Segment names, all under the run's prefix (cmpx.transport.runspace): the inputs the coordinator writes are

@@ -19,7 +19,7 @@ from cmpx.transport.supervisor import Worker
 
 if TYPE_CHECKING:
     from cmpx.plan import BackendPlan
-    from cmpx.plugins import PluginSettings
+    from cmpx.plugin.manager import PluginSettings
 
 
 def worker_environment() -> dict[str, str]:

@@ -29,7 +29,7 @@ from cmpx.transport.worker import CANNOT_START, CANNOT_START_PREFIX
 
 if TYPE_CHECKING:
     from cmpx.plan import BackendPlan
-    from cmpx.plugins import PluginSettings
+    from cmpx.plugin.manager import PluginSettings
 
 KILL_GRACE_SECONDS = 2.0
 PROGRESS_TICK_SECONDS = 0.25

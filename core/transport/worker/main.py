@@ -16,7 +16,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from cmpx.backend import Backend
+from cmpx.plugin.backend import Backend
 from cmpx.errors import ExitCode, bounded
 from cmpx.structured import NotComparable, StructureError, Structured, flatten
 from cmpx.transport import protocol, shm

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from cmpx.argtypes import CHECK_STATS
+from cmpx.options.argtypes import CHECK_STATS
 
 MODEL_SUFFIXES = (".onnx", ".engine", ".plan", ".xml")  # a model path ends a list of values
 

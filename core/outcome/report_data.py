@@ -12,9 +12,9 @@ from cmpx.errors import ExitCode
 if TYPE_CHECKING:
     from cmpx.errors import BackendFailed
     from cmpx.plan import RunPlan
-    from cmpx.request import RunRequest
-    from cmpx.results import Divergence, NonFinite, PairResult, PairTally, RunResult
-    from cmpx.runtimes import BackendRuntime
+    from cmpx.options.request import RunRequest
+    from cmpx.outcome.results import Divergence, NonFinite, PairResult, PairTally, RunResult
+    from cmpx.outcome.runtimes import BackendRuntime
 
 
 VERDICTS = {ExitCode.PASSED: "PASSED", ExitCode.MISMATCH: "FAILED (mismatch)",
@@ -29,7 +29,7 @@ class ReportData:
 
     ``exit_code`` and ``passed`` are the verdict; ``tallies`` has one ``PairTally`` per compared pair (iterations
     and outputs passed, worst errors, the first divergence), ``pairs`` the per-iteration results with every
-    output's metrics and statistics (all of them unless the run was very long: see cmpx.results), ``failures``
+    output's metrics and statistics (all of them unless the run was very long: see cmpx.outcome.results), ``failures``
     the backends that failed, by name; ``request`` the options the run was asked for. (``Report.to_json()`` is the
     --report-json document; ``Report.text()`` the CLI's report.)
     """
@@ -100,7 +100,7 @@ class ReportData:
 
     def label(self, backend: str) -> str:
         """How the reports name a live backend: ``onnxrt 1.32.0``, ``onnxrt 1.20.1 (/opt/ort-1.20)``."""
-        from cmpx.runtimes import labels
+        from cmpx.outcome.runtimes import labels
 
         return labels(self.plan.backends, self.result.runtimes).get(backend, backend)
 

@@ -10,7 +10,7 @@ from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
 from cmpx.errors import UsageError
-from cmpx.run_options import BY_NAME, FLAG, INT, PRECISION_FLAGS, TEXT, RunOption
+from cmpx.options.table import BY_NAME, FLAG, INT, PRECISION_FLAGS, TEXT, RunOption
 from cmpx.suggest import closest
 
 Words = tuple[str, ...]
@@ -18,7 +18,7 @@ Words = tuple[str, ...]
 
 @dataclass(frozen=True)
 class RunRequest:
-    """Every option of one run, as typed (see cmpx.run_options for what each means). ``thresholds`` holds the
+    """Every option of one run, as typed (see cmpx.options.table for what each means). ``thresholds`` holds the
     words of each metric's ``--NAME-threshold``; ``backend_options`` each backend option's value by its parameter
     name (``onnxrt_providers``)."""
 
@@ -94,7 +94,7 @@ def from_python(model: Any, backends: Any, options: Mapping[str, Any], threshold
                 backend_params: Sequence[str]) -> RunRequest:
     """A RunRequest from ``cmpx.run()``'s arguments. ``thresholds`` maps each keyword such as ``cosine_threshold``
     to its metric; ``backend_params`` are the registered backends' option parameters (``onnxrt_providers``).
-    Python values become the words a user would type (module docstring of cmpx.run_options); anything else is a
+    Python values become the words a user would type (module docstring of cmpx.options.table); anything else is a
     UsageError naming the keyword."""
     values: dict[str, Any] = {"model": None if model is None else _path("model", model),
                               "backends": _plain_words("backends", [backends] if isinstance(backends, str)

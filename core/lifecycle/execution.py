@@ -16,8 +16,8 @@ from cmpx.loaders.prefetch import Prefetcher
 from cmpx.memory import available_memory
 from cmpx.plan import RunPlan
 from cmpx.reports.reporter import Reporter
-from cmpx.results import RunResult
-from cmpx.runtimes import labels
+from cmpx.outcome.results import RunResult
+from cmpx.outcome.runtimes import labels
 from cmpx.transport.foreign import runtime_from_hello
 from cmpx.saved.cmpx_format import RunWriter
 from cmpx.saved.polygraphy_writer import run_writer

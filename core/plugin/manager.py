@@ -11,10 +11,12 @@ from typing import TYPE_CHECKING, Any
 
 import pluggy
 
-from cmpx import hookspecs, installed
+from cmpx import hookspecs
+
+from cmpx.plugin import installed
 from cmpx._version import __version__
 from cmpx.errors import PluginError
-from cmpx.registry import BackendRegistry, DataLoaderRegistry, MetricRegistry, Provenance, TransformRegistry
+from cmpx.plugin.registry import BackendRegistry, DataLoaderRegistry, MetricRegistry, Provenance, TransformRegistry
 
 if TYPE_CHECKING:
     from cmpx.transport.messages import PluginsMessage

@@ -1,6 +1,6 @@
 """The first checks of a run: everything that needs neither the model nor a file, so that a bad option is an
 error before any worker starts, fast, and without importing a framework. One small file is read here: a
---tolerances file, whose values are options (cmpx.tolerance_file)."""
+--tolerances file, whose values are options (cmpx.tolerances.tolerance_file)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from cmpx.argtypes import PerOutput, ValueRange, byte_size, check_names, check_stat, parse_per_output, \
+from cmpx.options.argtypes import PerOutput, ValueRange, byte_size, check_names, check_stat, parse_per_output, \
     parse_shape_words, parse_val_ranges, quantile, seconds, threshold, tolerance
 from cmpx.comparison.compare import ComparisonSettings
 from cmpx.comparison.metric_names import selected_metrics
@@ -19,15 +19,15 @@ from cmpx.comparison.postprocess import Postprocess, parse_postprocess
 from cmpx.envs import resolve_python
 from cmpx.errors import PluginError, UsageError
 from cmpx.model.native import native_format
-from cmpx.oracle import ORACLE_TRANSFORM
+from cmpx.outcome.oracle import ORACLE_TRANSFORM
 from cmpx.outputs import check_directory_output, check_file_output
 from cmpx.plan import BackendPlan
-from cmpx.plugins import PluginSet, PluginSettings
-from cmpx.registry import BackendOption, BackendSpec, DataLoaderSpec
-from cmpx.request import RunRequest
-from cmpx.run_options import threshold_flag
+from cmpx.plugin.manager import PluginSet, PluginSettings
+from cmpx.plugin.registry import BackendOption, BackendSpec, DataLoaderSpec
+from cmpx.options.request import RunRequest
+from cmpx.options.table import threshold_flag
 from cmpx.suggest import did_you_mean
-from cmpx.tolerance_file import PER_OUTPUT_FIELDS, merged_words
+from cmpx.tolerances.tolerance_file import PER_OUTPUT_FIELDS, merged_words
 
 DEFAULT_TOLERANCE = 1e-5
 DEFAULT_TIMEOUT_SECONDS = 600.0

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from cmpx.run_options import looks_like_option
+from cmpx.options.table import looks_like_option
 
 
 def expand_multi_values(args: Sequence[str], multi: Mapping[str, Callable[[str], bool]]) -> list[str]:
@@ -76,4 +76,4 @@ def _backends_to_run(words: Sequence[str]) -> int:
     return sum(1 for value in values if "@" not in value)  # NAME@PYTHON runs under another Python: no spare
 
 
-POLYGRAPHY_RUNNERS = ("--onnxrt", "--trt")  # Polygraphy's runner flags: backends too (cmpx.cli.polygraphy)
+POLYGRAPHY_RUNNERS = ("--onnxrt", "--trt")  # Polygraphy's runner flags: backends too (cmpx.options.polygraphy)

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from cmpx.argtypes import ValueRange, check_names
+from cmpx.options.argtypes import ValueRange, check_names
 from cmpx.comparison.oracle import oracle_of
 from cmpx.comparison.output_map import resolve_output_map
 from cmpx.comparison.pairing import check_reference, comparison_pairs, instance_names
@@ -22,8 +22,8 @@ from cmpx.loaders.preparing import Feeds, check_input_sizes, fed_shapes, fitted,
 from cmpx.model.info import ModelInfo, TensorSpec, read_model
 from cmpx.model.shapes import resolve_input_shapes
 from cmpx.plan import BackendPlan, RunPlan, SavedBackend
-from cmpx.preflight import Preflight
-from cmpx.request import RunRequest
+from cmpx.lifecycle.preflight import Preflight
+from cmpx.options.request import RunRequest
 
 if TYPE_CHECKING:
     from cmpx.model.value_ranges import InputRange

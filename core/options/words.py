@@ -1,5 +1,5 @@
 """A RunRequest back into the words a user would type after ``cmpx run``: the inverse of ``cmpx run``'s word parser
-(cmpx.cli.run_grammar.request_from_words), made from the same option table (cmpx.run_options), so that a printed
+(cmpx.options.grammar.request_from_words), made from the same option table (cmpx.options.table), so that a printed
 command (cmpx reduce's reproduce lines) runs what the request holds. Light: no numpy, no click."""
 
 from __future__ import annotations
@@ -8,12 +8,12 @@ import shlex
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from cmpx.request import RunRequest, request_defaults
-from cmpx.run_options import COMPARISON, FLAG, RUN_OPTIONS, WORDS, RunOption, looks_like_option, \
+from cmpx.options.request import RunRequest, request_defaults
+from cmpx.options.table import COMPARISON, FLAG, RUN_OPTIONS, WORDS, RunOption, looks_like_option, \
     per_output_value, threshold_flag
 
 if TYPE_CHECKING:
-    from cmpx.registry import BackendSpec
+    from cmpx.plugin.registry import BackendSpec
 
 
 def request_words(request: RunRequest, select: Sequence[str] | None = None,

@@ -1,5 +1,5 @@
 """``cmpx run``'s grammar, below every command: its options, built per invocation from the run options
-(cmpx.run_options) because each registered backend and metric adds options of its own; ``request_from_values`` maps
+(cmpx.options.table) because each registered backend and metric adds options of its own; ``request_from_values`` maps
 click's values to a RunRequest, and ``request_from_words`` parses a run's words with the same command without
 running it (cmpx reduce, cmpx sweep's cells)."""
 
@@ -10,15 +10,15 @@ from typing import Any
 
 import click
 
-from cmpx.cli import completion
-from cmpx.cli.argv import expand_multi_values
-from cmpx.cli.grouped_help import GroupedCommand, GroupedOption
-from cmpx.cli.polygraphy import translate
+from cmpx.options import completion
+from cmpx.options.argv import expand_multi_values
+from cmpx.options.grouped_help import GroupedCommand, GroupedOption
+from cmpx.options.polygraphy import translate
 from cmpx.comparison.metric_names import metric_words, threshold_flags
 from cmpx.errors import UsageError
-from cmpx.plugins import PluginSet
-from cmpx.request import RunRequest, request_defaults
-from cmpx.run_options import COMPARISON, EXECUTION, FLAG, INT, REPORTS, RUN_OPTIONS, WORDS, not_a_model, \
+from cmpx.plugin.manager import PluginSet
+from cmpx.options.request import RunRequest, request_defaults
+from cmpx.options.table import COMPARISON, EXECUTION, FLAG, INT, REPORTS, RUN_OPTIONS, WORDS, not_a_model, \
     per_output_value
 
 RUN_HELP = """Run MODEL on every --backend with the same inputs and compare their outputs.
@@ -71,7 +71,7 @@ def multi_value_options(plugins: PluginSet | None = None) -> dict[str, Any]:
 
 
 def build_run_command(plugins: PluginSet, callback: Callable[..., Any] | None = None) -> click.Command:
-    """``cmpx run``'s command: its options from the run option table (cmpx.run_options) and the plugins' backends
+    """``cmpx run``'s command: its options from the run option table (cmpx.options.table) and the plugins' backends
     and metrics; ``callback`` (click's values as keywords) runs it, None for a command that only parses."""
     defaults = request_defaults()
     dynamic = {  # what the registered plugins add to an option: the names it takes, and their completion
@@ -151,7 +151,7 @@ def request_from_words(words: Sequence[str], plugins: PluginSet) -> tuple[RunReq
     """The words a user would type after ``cmpx run`` (the model and options) -> what ``request_from_values``
     returns, parsed by the very command ``cmpx run`` is (same options, multi-value forms and defaults), without
     running it. A word the command refuses is a UsageError with click's message. ``plugins`` must be those the
-    words' own ``-p`` options load (cmpx.cli.argv.prescan finds them)."""
+    words' own ``-p`` options load (cmpx.options.argv.prescan finds them)."""
     words = list(words)
     if {"-h", "--help"} & set(words[:words.index("--")] if "--" in words else words):
         raise UsageError("--help is not an option of a run")

@@ -1,5 +1,5 @@
 """``cmpx tolerances``' measurement of one finished run: each output's errors of A against B read back from the
-run's saved outputs, measured by cmpx.noise_floor, floored, and said as the tolerance file's entries and comments.
+run's saved outputs, measured by cmpx.tolerances.noise_floor, floored, and said as the tolerance file's entries and comments.
 The run itself (a Session) is the command's (cmpx.cli.tolerances_cmd)."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import numpy as np
 from cmpx._version import __version__
 from cmpx.dtypes import is_floating
 from cmpx.errors import UsageError
-from cmpx.noise_floor import Measured, NotFinite, Pairs, epsilon_floor, measure, pairs_of, tolerances
+from cmpx.tolerances.noise_floor import Measured, NotFinite, Pairs, epsilon_floor, measure, pairs_of, tolerances
 from cmpx.saved.opening import open_saved
-from cmpx.tolerance_file import OutputTolerance
+from cmpx.tolerances.tolerance_file import OutputTolerance
 
 if TYPE_CHECKING:
     from cmpx.report import Report

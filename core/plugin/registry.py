@@ -243,7 +243,7 @@ class DataLoaderRegistry(_Registry[DataLoaderSpec]):
         described on :class:`DataLoaderSpec`."""
         _check_factory(self.kind, name, factory)
         if selected_by is not None:
-            from cmpx.run_options import BY_NAME
+            from cmpx.options.table import BY_NAME
 
             if selected_by not in BY_NAME:
                 raise PluginError(f"data loader {name!r}: selected_by {selected_by!r} is not a run option")

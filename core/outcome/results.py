@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from cmpx.errors import BackendFailed
-    from cmpx.oracle import OracleJudgement, OracleSummary
-    from cmpx.runtimes import BackendRuntime
+    from cmpx.outcome.oracle import OracleJudgement, OracleSummary
+    from cmpx.outcome.runtimes import BackendRuntime
 
 RETAINED_OUTPUTS = 500  # per-iteration output results kept in memory (each holds a few KB of statistics): a few MB
 FAILING_ITERATIONS_LISTED = 1_000  # iteration numbers kept per pair to say which iterations failed
@@ -308,7 +308,7 @@ class RunResult:
     compared_outputs: set[str] = field(default_factory=set)  # names of the outputs compared at least once
     metrics_ran: set[str] = field(default_factory=set)
     slices: list[dict[str, Any]] = field(default_factory=list)  # a sliced run: each slice's time, per iteration
-    oracle: OracleSummary | None = None  # every backend against the run's oracle (cmpx.oracle), if it has one
+    oracle: OracleSummary | None = None  # every backend against the run's oracle (cmpx.outcome.oracle), if it has one
     _retained_outputs: int = 0
 
     def add_pair(self, pair: PairResult) -> None:

@@ -1,11 +1,11 @@
 """``Session``: the one owner of a run's lifecycle. Both ``cmpx run`` and ``cmpx.run()`` go through it.
 
-    preflight   check every option that needs neither the model nor a file            (cmpx.preflight)
+    preflight   check every option that needs neither the model nor a file            (cmpx.lifecycle.preflight)
     start       take a worker per backend from the pool; each imports its framework   (cmpx.transport.pool)
                 (under another Python for NAME@PYTHON, the worker code linked in)     (cmpx.transport.foreign)
     describe    a model in a backend's own format is described by that backend        (cmpx.transport.describing)
-    plan        read the model and saved runs, make data and transformed models       (cmpx.planner)
-    execute     load, infer, compare iteration by iteration                           (cmpx.execution)
+    plan        read the model and saved runs, make data and transformed models       (cmpx.lifecycle.planner)
+    execute     load, infer, compare iteration by iteration                           (cmpx.lifecycle.execution)
     report      the Report, the reporter's summary, the report files                  (cmpx.report, cmpx.reports)
     release     workers (their process groups too), then the run's space: segments, scratch directories, lock
 
@@ -20,9 +20,9 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from cmpx.errors import OutputFailed
-from cmpx.report_data import RunInterrupted
-from cmpx.planner import build_plan
-from cmpx.preflight import preflight
+from cmpx.outcome.report_data import RunInterrupted
+from cmpx.lifecycle.planner import build_plan
+from cmpx.lifecycle.preflight import preflight
 from cmpx.report import Report
 from cmpx.reports.reporter import Reporter, Reporters, SilentReporter
 from cmpx.transport import runspace
@@ -30,11 +30,11 @@ from cmpx.transport.pool import WorkerPool, release_workers
 
 if TYPE_CHECKING:
     from cmpx.plan import BackendPlan, RunPlan
-    from cmpx.plugins import PluginSet, PluginSettings
-    from cmpx.preflight import Preflight
+    from cmpx.plugin.manager import PluginSet, PluginSettings
+    from cmpx.lifecycle.preflight import Preflight
     from cmpx.reports.figures import FigureCollector
     from cmpx.reports.json_report import JsonReportWriter
-    from cmpx.request import RunRequest
+    from cmpx.options.request import RunRequest
     from cmpx.transport.supervisor import Worker
 
 ReporterFactory = Callable[["RunPlan"], Reporter]
@@ -113,8 +113,8 @@ class Session:
             described = describe_model(self.workers[first.name], first, self.request.model,
                                        checked.timeouts[first.name])
         plan, feeds = build_plan(checked, warn=self._warn, scratch=self._scratch, described=described)
-        from cmpx.execution import execute
-        from cmpx.results import RunResult
+        from cmpx.lifecycle.execution import execute
+        from cmpx.outcome.results import RunResult
 
         shown = self.reporter_for(plan)
         if self.request.log_file:  # the text report, once more, into a file
@@ -270,7 +270,7 @@ def unstarted_report(request: RunRequest | None, checked: Preflight | None = Non
     backends are those asked for once the request was checked."""
     from cmpx.comparison.compare import ComparisonSettings
     from cmpx.plan import RunPlan
-    from cmpx.results import RunResult
+    from cmpx.outcome.results import RunResult
 
     plan = (RunPlan(None, (), checked.backends, request.reference if request else None, checked.comparison,
                     checked.timeouts) if checked is not None else RunPlan(None, (), (), None, ComparisonSettings([]), {}))

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from cmpx.argtypes import check_stat, quantile, tolerance
+from cmpx.options.argtypes import check_stat, quantile, tolerance
 from cmpx.errors import UsageError
 from cmpx.userfiles import open_regular
 

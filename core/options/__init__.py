@@ -1,0 +1,1 @@
+"""The options of a run: the option table (declared once), the request as the user gave it, the grammar that reads a command line into one (cmpx run's, which sweep cells and reduce use too), the words that write one back, Polygraphy's spellings, and the parsers of what users type."""
