@@ -63,7 +63,7 @@ def test_entry_points_load_modules_and_attributes():
     dist = installed.Distribution("x", "1", "/nowhere")
     assert installed.EntryPoint("a", "os.path:join", dist).load() is __import__("os").path.join
     assert installed.EntryPoint("b", "cmpx.plugin.installed", dist).load() is installed
-    assert installed.EntryPoint("c", "cmpx:installed.version [extra]", dist).load() is installed.version
+    assert installed.EntryPoint("c", "cmpx.plugin:installed.version [extra]", dist).load() is installed.version
     with pytest.raises(ValueError, match="is not module:attr"):
         installed.EntryPoint("d", "not a reference!", dist).load()
 

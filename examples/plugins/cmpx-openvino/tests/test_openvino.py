@@ -95,7 +95,7 @@ def test_it_agrees_with_onnx_runtime_on_model_zoo_networks(cmpx_cli, model):
 def test_it_marks_tensors_like_onnx_runtime(cmpx_cli):
     """Registered with supports_marking: every intermediate tensor of conv.onnx is compared, and agrees."""
     result = cmpx_cli("run", EXAMPLES / "conv.onnx", "--backend", "openvino", "--backend", "onnxrt", "--mark-all",
-                      "--atol", "1e-5", "--rtol", "1e-4")
+                      "--atol", "1e-5", "--rtol", "1e-4", "-v")  # -v: every passing tensor on a line of its own
     assert result.exit_code == 0, result.output
     assert "1 marked tensor(s)" in result.output and "PASSED  conv" in result.output
 
