@@ -218,3 +218,18 @@ def test_measuring_chunk_by_chunk_gives_the_whole_tensors_statistics(pair, chunk
     got = (found.max_abs, found.mean_abs, found.max_rel, found.scale)
     assert all((math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
                for a, b in zip(got, expected)), (got, expected)
+
+
+def test_the_oracle_runs_in_each_cell_of_a_sweep(run_cli, tmp_path):
+    """A sweep's run words are checked before there is a model: --oracle (which needs one) was refused there, as
+    if no MODEL were given; each cell has its model, and its report holds what the oracle found."""
+    (tmp_path / "two_faults.onnx").write_bytes(open(TWO_FAULTS, "rb").read())
+    sweep = tmp_path / "sweep.toml"
+    sweep.write_text('models = ["two_faults.onnx"]\n[[runs]]\nname = "o"\n'
+                     'args = "--backend onnxrt --backend onnxref --oracle"\n')
+    result = run_cli("sweep", sweep, "--out", tmp_path / "out", "--jobs", "1")
+    assert result.exit_code == 1, result.output  # the reference evaluator's fault, as in a plain run
+    reports = list((tmp_path / "out").rglob("report.json"))
+    assert len(reports) == 1, reports
+    found = judgements(report(reports[0]))
+    assert found and all(j["closer"] == "onnxrt" for _, _, j in found), found

@@ -90,8 +90,10 @@ def check_runs(sweep: SweepFile, plugin_args: Sequence[str] = ()) -> tuple[Check
             request, _ = request_from_words(fill(run.words, _MODEL_MARK, run.name), plugins)
             _check_paths(request, sweep)
             # Paths to save to are checked in the cell: they exist already when an earlier sweep is resumed.
-            preflight(dataclasses.replace(request, save_inputs=None, save_outputs=None,
-                                          tolerances=_checked_now(request.tolerances, sweep)), plugins, settings)
+            # each cell has its model: checked here as if it had one (--oracle, for one, needs a model)
+            preflight(dataclasses.replace(request, model=request.model or _MODEL_MARK, save_inputs=None,
+                                          save_outputs=None, tolerances=_checked_now(request.tolerances, sweep)),
+                      plugins, settings)
         except UsageError as exc:
             raise UsageError(f"{where}: {exc}") from None
         checked.append(CheckedRun(run, args))
