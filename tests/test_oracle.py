@@ -94,10 +94,12 @@ def test_the_oracle_is_the_verdicts_reference_only_when_named(run_cli, tmp_path)
         ("onnxrt", "onnxref:fp64", 1), ("onnxref", "onnxref:fp64", 0)}
     assert judgements(document) == []  # against the oracle itself there is nothing more to say
     assert "pass with --atol" not in named.output  # no tolerance hint for a float64 graph
+    assert "against the oracle onnxref:fp64 (float64; the reference of the verdict too)" in named.output
     plain = run_cli("run", "examples/models/conv.onnx", "--backend", "onnxrt", "--backend", "onnxref", "--oracle")
     assert plain.exit_code == 0, plain.output
     assert "onnxrt vs onnxref (reference)" in plain.output and "vs onnxref:fp64 (reference)" not in plain.output
-    assert "against the oracle onnxref:fp64" in plain.output
+    assert "against the oracle onnxref:fp64 (float64; not the reference of the verdict unless --reference names " \
+        "it)" in plain.output
 
 
 def test_a_saved_fp64_run_is_the_oracle_of_a_later_run(run_cli, tmp_path):

@@ -4,6 +4,8 @@ marked tensors, where its own error first jumps."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from cmpx.outcome.oracle import JUMP, OracleBackend, OracleSummary, times
 from cmpx.outcome.results import PairResult
 
@@ -19,12 +21,16 @@ def pair_lines(pair: PairResult, model_outputs: frozenset[str]) -> list[str]:
             if not model_outputs or j.output in model_outputs or j.output == divergence]
 
 
-def summary_lines(summary: OracleSummary | None, model_outputs: frozenset[str]) -> list[str]:
-    """Each backend against the oracle: its largest errors on the model's outputs, then the per-layer verdict."""
+def summary_lines(summary: OracleSummary | None, model_outputs: frozenset[str],
+                  references: Collection[str] = ()) -> list[str]:
+    """Each backend against the oracle: its largest errors on the model's outputs, then the per-layer verdict.
+    ``references``: the references of the run's pairs (the oracle may be one: named by --reference, or the only
+    other side of a one-backend run)."""
     if summary is None:
         return []
-    lines = [f"against the oracle {summary.oracle} (float64; not the reference of the verdict unless --reference "
-             "names it):"]
+    role = ("the reference of the verdict too" if summary.oracle in references else
+            "not the reference of the verdict unless --reference names it")
+    lines = [f"against the oracle {summary.oracle} (float64; {role}):"]
     if not summary.backends:
         lines.append("  nothing was measured (the oracle failed, or shares no float tensor with the others)")
     for backend in summary.backends.values():

@@ -273,7 +273,8 @@ class TextReporter:
             self.say(f"  {self.name(tally.backend)} vs {self.name(tally.reference)}: {pair_line(tally)}")
             for line in blind_lines(tally):
                 self.say(f"  warning: {line}", "FAILED")
-        for line in oracle_text.summary_lines(result.oracle, self.model_outputs):
+        for line in oracle_text.summary_lines(result.oracle, self.model_outputs,
+                                              {tally.reference for tally in result.tallies.values()}):
             self.say("  " + line)
         if self.plan.single and not result.failures:
             checked = " and checked for NaN and Inf (--validate)" if self.plan.validate else ""
