@@ -229,3 +229,28 @@ def test_a_sliced_float16_run_warns_that_crossing_tensors_are_rounded_as_the_gra
     assert run_cli(*f32, tmp_path / "b.json", *UNSLICED).exit_code == 0
     assert comparable(json.loads((tmp_path / "a.json").read_text())) == \
         comparable(json.loads((tmp_path / "b.json").read_text()))
+
+
+def test_a_lone_constant_node_is_computed_in_the_slice_that_reads_it(run_cli, tmp_path):
+    """Exporters write shapes as Constant nodes, whose outputs are never compared: a group of such nodes alone
+    became a slice with no outputs, which no backend can load (ONNX Runtime: exit 3; found on a torch ViT)."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    nodes = [helper.make_node("Relu", ["X"], ["a"], name="relu"),
+             helper.make_node("Constant", [], ["shape"], name="const",
+                              value=numpy_helper.from_array(np.array([16, 16], np.int64))),
+             helper.make_node("Reshape", ["a", "shape"], ["r"], name="reshape"),
+             helper.make_node("Neg", ["r"], ["Y"], name="neg")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [256])],
+                              [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [16, 16])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, tmp_path / "constant.onnx")
+    result = run_cli("run", tmp_path / "constant.onnx", "--backend", "onnxrt", "--backend", "onnxref", "--mark-all",
+                     "--memory-budget", "1100B", "--report-json", tmp_path / "r.json")
+    assert result.exit_code == 0, result.output
+    assert re.search(r"sliced: [2-9] slices", result.output), result.output
+    slicing = json.loads((tmp_path / "r.json").read_text())["slicing"]
+    assert all(slicing["tensors"]), slicing  # every slice computes something compared

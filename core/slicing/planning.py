@@ -95,6 +95,9 @@ def plan_slicing(model: ModelInfo, inputs: Sequence[TensorSpec], backends: Seque
     groups = group_nodes(index, sizes, returned, budget // len(marking))
     targets = tuple(tuple(name for position in group for name in index.nodes[position].output if name in returned)
                     for group in groups)
+    # a group that computes nothing compared (a lone Constant, an unmarked Shape) is no slice of its own: the slice
+    # that reads its tensors computes it (a model with no outputs cannot be loaded)
+    targets = tuple(target for target in targets if target)
     if len(targets) < 2:
         return None
     if scratch is None:
