@@ -14,6 +14,7 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from cmpx.errors import BackendFailed
 from cmpx.transport.live import Collect, HeldOutputs, LiveBackends, OnWait, outputs
 
 if TYPE_CHECKING:
@@ -64,6 +65,14 @@ class SlicedRunner:
                 feeds = {}
                 for name in loaded:
                     piece = slicing.models[name].slices[number]
+                    missing = [t for t in piece.inputs if t not in held[name].descriptors]
+                    if missing:  # an earlier slice did not return it: a tensor this backend does not expose
+                        failed.add(name)
+                        self.collect({name: BackendFailed(name, "infer", (
+                            f"slice {number + 1}/{slicing.count} reads {missing[0]}, which the earlier slices did "
+                            "not return (a tensor this backend does not expose); run it unsliced, with a larger "
+                            "--memory-budget"))})
+                        continue
                     feeds[name] = [inputs[f] for f in piece.feeds] + [held[name].descriptors[t] for t in piece.inputs]
                 ids = backends.infer(feeds, f"s{number}", warm_up=warm_up,
                                      out_bytes={name: slicing.models[name].out_bytes[number] for name in feeds})
