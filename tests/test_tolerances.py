@@ -310,3 +310,20 @@ def test_the_python_api_takes_a_tolerance_file_too(measured):
     report = cmpx.run(REAL / "cnn.onnx", ["onnxrt:fp16", "onnxrt"], tolerances=path, seed=1000, iterations=4)
     assert report.exit_code == cmpx.ExitCode.PASSED, report.text()
     assert cmpx.run(REAL / "cnn.onnx", ["onnxrt:fp16", "onnxrt"], seed=1000).exit_code == cmpx.ExitCode.MISMATCH
+
+
+def test_the_file_written_replaces_only_a_tolerance_file(measured, tmp_path, run_cli):
+    """-o overwrote any file silently (and took /dev/null, which --tolerances then refuses): it replaces only a
+    tolerance file cmpx wrote, and says so before any inference."""
+    precious = tmp_path / "precious.txt"
+    precious.write_text("keep me\n")
+    for path in (precious, "/dev/null"):
+        result = run_cli("tolerances", REAL / "cnn.onnx", *FP16, "--iterations", "2", "-o", path)
+        assert result.exit_code == 2, result.output
+        assert result.output.count("\n") == 1 and "-o " in result.output, result.output
+    assert precious.read_text() == "keep me\n"
+    again = tmp_path / "again.toml"
+    again.write_text(open(measured("cnn", FP16)).read())
+    result = run_cli("tolerances", REAL / "cnn.onnx", *FP16, "--iterations", "2", "--floor", "ulp", "-o", again)
+    assert result.exit_code == 0, result.output
+    assert "--floor ulp" in again.read_text()

@@ -78,6 +78,7 @@ def derive(words: list[str], output: str, factor: float, floor: str | None, here
         raise UsageError("--check-error-stat / --error-quantile: give one bare value for cmpx tolerances (it "
                          "measures every output the same way)")
     check_file_output("-o", output)
+    _check_replaceable(output)
     oracle = _oracle("oracle" if request.oracle and floor is None else floor, here.plugins, request.model)
     iterations = request.iterations
     if iterations is None and not (request.load_inputs or request.data_loader_script or request.data_loader):
@@ -107,6 +108,22 @@ def derive(words: list[str], output: str, factor: float, floor: str | None, here
     return 0
 
 
+def _check_replaceable(output: str) -> None:
+    """-o replaces only a tolerance file cmpx wrote: never another file, a device or a pipe."""
+    from cmpx.errors import UsageError
+    from cmpx.tolerances.tolerance_file import FORMAT
+
+    if not os.path.lexists(output):
+        return
+    if not os.path.isfile(output):
+        raise UsageError(f"-o {output} exists and is not a regular file; give the path of a new .toml file")
+    with open(output, "rb") as f:
+        head = f.read(4096)
+    if f'format = "{FORMAT}"'.encode() not in head:
+        raise UsageError(f"-o {output} exists and is not a tolerance file cmpx wrote; choose a new path (cmpx "
+                         "replaces only its own tolerance files)")
+
+
 def _oracle(floor: str | None, plugins: Any, model: str | None) -> bool:
     """Whether the run adds the fp64 oracle: asked for, or by default where it is installed and the model is ONNX."""
     from cmpx.errors import UsageError
@@ -128,5 +145,8 @@ def _run(run: Any, here: Any, echo: Callable[[str], None]) -> Any:
     with Session(run, here.plugins, here.settings, warn=lambda message: echo(f"warning: {message}")) as session:
         report = session.run()
     if report.failures:
+        if ORACLE in report.failures:
+            echo(f"hint: the fp64 oracle ({ORACLE}) gives the tolerances' floor and failed; measure without it "
+                 "with --floor ulp (one float32 ulp)")
         raise next(iter(report.failures.values()))
     return report
