@@ -327,3 +327,24 @@ def test_the_file_written_replaces_only_a_tolerance_file(measured, tmp_path, run
     result = run_cli("tolerances", REAL / "cnn.onnx", *FP16, "--iterations", "2", "--floor", "ulp", "-o", again)
     assert result.exit_code == 0, result.output
     assert "--floor ulp" in again.read_text()
+
+
+def test_an_output_that_overflows_float32_gets_tolerances_over_the_oracle_floor(tmp_path, run_cli):
+    """Exp of 50..100 overflows float32 on both backends alike; the fp64 oracle holds the exact (finite) value,
+    which the floor took for B's error ('onnxrt and onnxref disagree on an infinity', though they agree): what
+    float32 cannot hold is its infinity, not an error."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node("Exp", ["X"], ["Y"])], "g",
+                              [helper.make_tensor_value_info("X", TensorProto.FLOAT, [64])],
+                              [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [64])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, tmp_path / "exp.onnx")
+    result = run_cli("tolerances", tmp_path / "exp.onnx", "--backend", "onnxrt", "--backend", "onnxref",
+                     "--val-range", "X:[50,100]", "--iterations", "4", "-o", tmp_path / "exp.toml")
+    assert result.exit_code == 0, result.output
+    assert "floor: B's own error against the fp64 oracle" in (tmp_path / "exp.toml").read_text()
+    assert run_cli("run", tmp_path / "exp.onnx", "--backend", "onnxrt", "--backend", "onnxref", "--val-range",
+                   "X:[50,100]", "--tolerances", tmp_path / "exp.toml").exit_code == 0

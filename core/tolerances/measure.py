@@ -61,16 +61,20 @@ def measure_outputs(report: Report, saved_path: str, check: str, quantile: float
             continue
         try:
             measured = measure(_pairs(a, b, output), check, quantile)
-            floating = is_floating(first.dtype)
-            if not floating:
-                floor = Measured(0.0, 0.0)
-            elif exact is not None:
-                floor = measure(_pairs(b, exact, output), check, quantile)
-            else:
-                floor = epsilon_floor(measured)
         except NotFinite as exc:
             raise UsageError(f"{output}: {actual} and {reference} disagree on a NaN or an infinity ({exc}); no "
                              "tolerance passes it; find where with 'cmpx run --mark-all --validate'") from None
+        floating = is_floating(first.dtype)
+        try:
+            if not floating:
+                floor = Measured(0.0, 0.0)
+            elif exact is not None:
+                floor = measure(_pairs(b, exact, output, overflow=b.load(0)[output].dtype), check, quantile)
+            else:
+                floor = epsilon_floor(measured)
+        except NotFinite as exc:
+            raise UsageError(f"{output}: {reference} and the fp64 oracle disagree on a NaN or an infinity ({exc}), "
+                             "so the oracle gives no floor; measure without it: --floor ulp") from None
         atol, rtol = tolerances(measured, floor, factor)
         notes = _notes(measured, floor, factor, (atol, rtol), floating)
         entries.append(OutputTolerance(output, atol, rtol, check, quantile if check == "quantile" else None, notes))
@@ -84,12 +88,25 @@ def measure_outputs(report: Report, saved_path: str, check: str, quantile: float
     return header, entries, lines
 
 
-def _pairs(a: Any, b: Any, output: str) -> Pairs:
-    """``output`` of ``a`` and ``b``, iteration by iteration, each read again at every pass."""
+def _pairs(a: Any, b: Any, output: str, overflow: np.dtype | None = None) -> Pairs:
+    """``output`` of ``a`` and ``b``, iteration by iteration, each read again at every pass. ``overflow``: ``b``'s
+    values beyond that float type's range become its infinities (an exact value float32 cannot hold is the
+    infinity float32 gives: the same answer, not an error of the backend's)."""
     def loader(i: int) -> Callable[[], tuple[np.ndarray, np.ndarray]]:
-        return lambda: (a.load(i)[output], b.load(i)[output])
+        if overflow is None:
+            return lambda: (a.load(i)[output], b.load(i)[output])
+        import ml_dtypes  # its finfo knows numpy's float types and bfloat16, float8...
+
+        largest = float(ml_dtypes.finfo(overflow).max)
+        return lambda: (a.load(i)[output], _saturated(b.load(i)[output], largest))
 
     return pairs_of(loader(i) for i in range(min(len(a), len(b))))
+
+
+def _saturated(values: np.ndarray, largest: float) -> np.ndarray:
+    """``values`` with those beyond ``largest`` in magnitude as the infinity of their sign."""
+    wide = values.astype(np.float64)
+    return np.where(np.abs(wide) > largest, np.copysign(np.inf, wide), wide)
 
 
 def _notes(measured: Measured, floor: Measured, factor: float, result: tuple[float, float],
