@@ -4,6 +4,8 @@ shared-memory segments."""
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Callable
 
 from cmpx.transport import runspace, shm
 
@@ -91,3 +93,18 @@ def _process_alive(pid: int) -> bool:
     except PermissionError:
         pass
     return True
+
+
+# A process killed with its group (a worker's helper) is gone a moment after the kill, not at once: on a busy
+# machine the kernel may not have run its exit yet. A leak is a process still there after this.
+SETTLE_SECONDS = 5.0
+
+
+def settled(live: Callable[[], list[int]]) -> list[int]:
+    """``live()`` once it is empty, or what is still there after SETTLE_SECONDS."""
+    deadline = time.monotonic() + SETTLE_SECONDS
+    found = live()
+    while found and time.monotonic() < deadline:
+        time.sleep(0.05)
+        found = live()
+    return found

@@ -53,12 +53,12 @@ def cmpx_models(tmp_path):
 def cmpx_no_leaks():
     """Fails the test if it leaves a cmpx shared-memory segment or a worker process behind (for tests that start
     cmpx runs other than through ``cmpx_cli``: subprocesses, ``cmpx.run``)."""
-    from cmpx.testing.leaks import segments, worker_processes
+    from cmpx.testing.leaks import segments, settled, worker_processes
 
     before = segments()
     yield
     assert segments() - before == set(), "shared-memory segments leaked"
-    assert _settled(worker_processes) == [], "worker processes leaked"
+    assert settled(worker_processes) == [], "worker processes leaked"
 
 
 @pytest.fixture
@@ -67,7 +67,7 @@ def cmpx_cli(monkeypatch):
     from click.testing import CliRunner
 
     from cmpx.cli.main import cli
-    from cmpx.testing.leaks import segments, worker_processes
+    from cmpx.testing.leaks import segments, settled, worker_processes
 
     # Workers are fresh interpreters: give them this process's import path, so plugins importable here are there.
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in sys.path if p))
@@ -82,21 +82,4 @@ def cmpx_cli(monkeypatch):
 
     yield invoke
     assert segments() - before == set(), "a cmpx run left shared-memory segments behind"
-    assert _settled(worker_processes) == [], "a cmpx run left worker processes behind"
-
-
-# A process killed with its group (a worker's helper) is gone a moment after the kill, not at once: on a busy
-# machine the kernel may not have run its exit yet. A leak is a process still there after this.
-SETTLE_SECONDS = 5.0
-
-
-def _settled(live: Callable[[], list[int]]) -> list[int]:
-    """``live()`` once it is empty, or what is still there after SETTLE_SECONDS."""
-    import time
-
-    deadline = time.monotonic() + SETTLE_SECONDS
-    found = live()
-    while found and time.monotonic() < deadline:
-        time.sleep(0.05)
-        found = live()
-    return found
+    assert settled(worker_processes) == [], "a cmpx run left worker processes behind"
