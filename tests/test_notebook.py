@@ -5,6 +5,7 @@ report, as later ones do. The notebook is executed by a real kernel (nbclient, i
 import json
 import os
 import signal
+import sys
 
 import pytest
 
@@ -77,14 +78,25 @@ def test_ctrl_c_in_the_first_seconds_raises_run_interrupted_with_a_report(delay)
     leaving no worker."""
     run, interrupted = cmpx.run, cmpx.RunInterrupted  # imported now (lazy attributes), not while the timer runs
     before = signal.signal(signal.SIGALRM, lambda *_: os.kill(os.getpid(), signal.SIGINT))
+    swallowed: list[BaseException] = []  # CPython ignores an exception raised inside a finalizer (__del__)
+    hook = sys.unraisablehook
+    sys.unraisablehook = lambda unraisable: swallowed.append(unraisable.exc_value)
     try:
-        with pytest.raises(interrupted) as raised:
+        try:
             signal.setitimer(signal.ITIMER_REAL, delay)
             run(EXAMPLE, ["onnxrt", "faulty"], iterations=3, **SLOW)
+        except interrupted as exc:
+            raised = exc
+        else:
+            if any(isinstance(exc, KeyboardInterrupt) for exc in swallowed):
+                pytest.xfail("the SIGINT came while a finalizer (__del__) ran, where CPython swallows the "
+                             "KeyboardInterrupt: no program sees that Ctrl-C")
+            pytest.fail("the run finished: the interrupt did not raise RunInterrupted")
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, before)
-    report = raised.value.report
+        sys.unraisablehook = hook
+    report = raised.report
     assert report is not None and report.interrupted and report.exit_code == cmpx.ExitCode.INTERRUPTED
     assert report.verdict == "INTERRUPTED" and "Summary (interrupted: what finished)" in report.text()
     assert worker_processes() == []
