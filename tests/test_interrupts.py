@@ -50,13 +50,14 @@ def test_an_interrupt_stops_workers_and_releases_memory_within_two_seconds(model
 
 def test_workers_die_with_a_killed_coordinator_and_the_next_run_sweeps_its_segments(models, run_cli):
     process = start_hanging_run(models.matmul_chain)
-    process.kill()
+    # its segments, seen while it lives (once it is dead, a run of a parallel test may sweep them first)
+    assert shm.list_segments(f"cmpx-{process.pid}-") != []
+    process.kill()  # nobody can clean up...
     process.wait()
     wait_gone_workers = time.monotonic() + 5
     while workers_of(process.pid) and time.monotonic() < wait_gone_workers:
         time.sleep(0.05)
     assert workers_of(process.pid) == []
-    assert shm.list_segments(f"cmpx-{process.pid}-") != []  # nobody could clean up...
     result = run_cli("run", models.matmul_chain, "--backend", "onnxrt", "--backend", "onnxref")
     assert result.exit_code == 0
     assert shm.list_segments(f"cmpx-{process.pid}-") == []  # ...until the next run swept them
