@@ -12,7 +12,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from cmpx.tolerances.noise_floor import EPSILON_32, RTOL_GRID, Measured, NotFinite, epsilon_floor, measure, pairs_of, \
+from cmpx.tolerances.noise_floor import EPSILON_32, RTOL_GRID, Measured, NaNOnBothSides, NotFinite, epsilon_floor, measure, pairs_of, \
     round_up, tolerances
 from cmpx.tolerances.tolerance_file import read_tolerance_file
 from conftest import REPO, run_cmpx
@@ -263,6 +263,37 @@ def test_a_nan_against_a_number_is_no_tolerance():
         measure(_pairs((np.array([np.nan], np.float32), np.array([1.0], np.float32))))
     same = np.array([-np.inf, 1.0], np.float32)
     assert measure(_pairs((same, same))).atol == 0.0 and math.isfinite(measure(_pairs((same, same))).rtol)
+
+
+def test_a_nan_on_both_sides_is_a_match_only_with_nan_equal():
+    a, b = np.array([np.nan, 1.0, 2.0], np.float32), np.array([np.nan, 1.0, 2.5], np.float32)
+    with pytest.raises(NaNOnBothSides):
+        measure(_pairs((a, b)))
+    found = measure(_pairs((a, b)), nan_equal=True)
+    assert found.elements == 2 and found.max_abs == 0.5  # the NaN is left out, the rest measured
+    with pytest.raises(NotFinite):  # a NaN against a number is still no tolerance
+        measure(_pairs((a, np.array([1.0, 1.0, 2.5], np.float32))), nan_equal=True)
+
+
+def test_the_tolerances_command_takes_nan_equal_as_cmpx_run_does(tmp_path, run_cli):
+    """Log of negative inputs is NaN on both backends: refused without --nan-equal (saying to give it), measured
+    around the NaNs with it, and the file passes a run with --nan-equal on new seeds."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])
+    graph = helper.make_graph([helper.make_node("Log", ["x"], ["y"])], "log", [x],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 8])])
+    model = tmp_path / "log.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), model)
+    words = ("tolerances", model, *FP32, "--val-range", "x:[-1,1]", "--iterations", "4", "--floor", "ulp", "-o",
+             tmp_path / "t.toml")
+    refused = run_cli(*words)
+    assert refused.exit_code == 2 and "both NaN" in refused.output and "--nan-equal" in refused.output, \
+        refused.output
+    measured = run_cli(*words, "--nan-equal")
+    assert measured.exit_code == 0, measured.output
+    assert "--nan-equal" in (tmp_path / "t.toml").read_text()
+    run = ("run", model, *FP32, "--val-range", "x:[-1,1]", "--tolerances", tmp_path / "t.toml", *OTHER_SEED)
+    assert run_cli(*run, "--nan-equal").exit_code == 0
+    assert run_cli(*run).exit_code == 1  # the NaNs are still a mismatch without --nan-equal
 
 
 @pytest.mark.parametrize("floor, says", [("oracle", "B's own error against the fp64 oracle onnxref:fp64"),

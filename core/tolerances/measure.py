@@ -12,7 +12,7 @@ import numpy as np
 from cmpx._version import __version__
 from cmpx.dtypes import is_floating
 from cmpx.errors import UsageError
-from cmpx.tolerances.noise_floor import Measured, NotFinite, Pairs, epsilon_floor, measure, pairs_of, tolerances
+from cmpx.tolerances.noise_floor import Measured, NaNOnBothSides, NotFinite, Pairs, epsilon_floor, measure, pairs_of, tolerances
 from cmpx.saved.opening import open_saved
 from cmpx.tolerances.tolerance_file import OutputTolerance
 
@@ -53,6 +53,10 @@ def measure_outputs(report: Report, saved_path: str, check: str, quantile: float
               f"{len(a)} iteration(s), {seeds}",
               f"check {check}{f' (quantile {quantile:g})' if check == 'quantile' else ''}; safety factor S = "
               f"{factor:g}", *_method(check, floor_words)]
+    nan_equal = bool(request is not None and request.nan_equal)
+    if nan_equal:
+        header.append("--nan-equal: a NaN on both sides is a match and is not measured; give --nan-equal to cmpx run "
+                      "with this file too")
     entries, lines = [], []
     for output in outputs:
         first = a.load(0).get(output)
@@ -60,7 +64,11 @@ def measure_outputs(report: Report, saved_path: str, check: str, quantile: float
             lines.append(f"{output}: not a tensor; left to the default tolerances")
             continue
         try:
-            measured = measure(_pairs(a, b, output), check, quantile)
+            measured = measure(_pairs(a, b, output), check, quantile, nan_equal)
+        except NaNOnBothSides as exc:
+            raise UsageError(f"{output}: {actual} and {reference} are both NaN ({exc}), and a NaN equals nothing "
+                             "unless --nan-equal; give --nan-equal here and to cmpx run if a NaN on both sides is a "
+                             "match") from None
         except NotFinite as exc:
             raise UsageError(f"{output}: {actual} and {reference} disagree on a NaN or an infinity ({exc}); no "
                              "tolerance passes it; find where with 'cmpx run --mark-all --validate'") from None
@@ -69,7 +77,8 @@ def measure_outputs(report: Report, saved_path: str, check: str, quantile: float
             if not floating:
                 floor = Measured(0.0, 0.0)
             elif exact is not None:
-                floor = measure(_pairs(b, exact, output, overflow=b.load(0)[output].dtype), check, quantile)
+                floor = measure(_pairs(b, exact, output, overflow=b.load(0)[output].dtype), check, quantile,
+                                nan_equal)
             else:
                 floor = epsilon_floor(measured)
         except NotFinite as exc:

@@ -34,6 +34,10 @@ class NotFinite(ValueError):
     """The two sides disagree on a NaN or an infinity: no tolerance passes that element."""
 
 
+class NaNOnBothSides(NotFinite):
+    """Both sides are NaN at an element, and NaN is not counted as equal (no --nan-equal)."""
+
+
 @dataclass(frozen=True)
 class Measured:
     """What one output's errors came to: the smallest passing (atol0, rtol0) and what they were read from."""
@@ -46,18 +50,24 @@ class Measured:
     iterations: int = 0
 
 
-def _errors(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(e, m) in float64; equal values differ by 0, the same infinity is left out; NaN or unequal infinities
-    raise."""
+def _errors(a: np.ndarray, b: np.ndarray, nan_equal: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """(e, m) in float64; equal values differ by 0, the same infinity is left out, and so is a NaN on both sides
+    with ``nan_equal`` (--nan-equal); any other NaN or unequal infinities raise."""
     a64, b64 = np.asarray(a, np.float64).reshape(-1), np.asarray(b, np.float64).reshape(-1)
     with np.errstate(invalid="ignore"):
         e = np.where(a64 == b64, 0.0, np.abs(a64 - b64))
+    both_nan = np.isnan(a64) & np.isnan(b64) if nan_equal else None
+    if both_nan is not None and both_nan.any():
+        e[both_nan] = 0.0
     bad = ~np.isfinite(e)
     if bad.any():
         index = int(np.argmax(bad))
+        if np.isnan(a64[index]) and np.isnan(b64[index]):
+            raise NaNOnBothSides(f"element {index}")
         raise NotFinite(f"element {index} is {a64[index]} against {b64[index]}")
-    finite = np.isfinite(b64)  # the same infinity on both sides: equal, as the check counts it, and not measured
-    return (e, np.abs(b64)) if finite.all() else (e[finite], np.abs(b64[finite]))
+    # the same infinity (or with nan_equal a NaN) on both sides: equal, as the check counts it, and not measured
+    kept = np.isfinite(b64)
+    return (e, np.abs(b64)) if kept.all() else (e[kept], np.abs(b64[kept]))
 
 
 def _chunks(e: np.ndarray, m: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray]]:
@@ -65,14 +75,14 @@ def _chunks(e: np.ndarray, m: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarr
         yield e[start:start + CHUNK], m[start:start + CHUNK]
 
 
-def _elementwise(pairs: Pairs) -> Measured:
+def _elementwise(pairs: Pairs, nan_equal: bool) -> Measured:
     """Pass 1: each candidate rtol's atol (the largest error it leaves uncovered); pass 2: each candidate's summed
     allowed error; the smallest sum wins."""
     grid = RTOL_GRID[:, None]
     needed = np.zeros(len(RTOL_GRID))
     squares, count, iterations, max_abs = 0.0, 0, 0, 0.0
     for a, b in pairs():
-        e, m = _errors(a, b)
+        e, m = _errors(a, b, nan_equal)
         squares += float(np.dot(m, m)) if m.size else 0.0
         count += m.size
         iterations += 1
@@ -82,7 +92,7 @@ def _elementwise(pairs: Pairs) -> Measured:
             np.maximum(needed, uncovered.max(axis=1, initial=0.0), out=needed)
     allowed = np.zeros(len(RTOL_GRID))
     for a, b in pairs():
-        e, m = _errors(a, b)
+        e, m = _errors(a, b, nan_equal)
         for _, m_part in _chunks(e, m):
             allowed += np.maximum(needed[:, None], grid * m_part).sum(axis=1)
     best = int(np.argmin(allowed))
@@ -100,11 +110,11 @@ def _statistic(values: np.ndarray, check: str, quantile: float) -> float:
     return float(np.quantile(values, 0.5 if check == "median" else quantile))
 
 
-def _per_iteration(pairs: Pairs, check: str, quantile: float) -> Measured:
+def _per_iteration(pairs: Pairs, check: str, quantile: float, nan_equal: bool) -> Measured:
     atol = rtol = max_abs = squares = 0.0
     count = iterations = 0
     for a, b in pairs():
-        e, m = _errors(a, b)
+        e, m = _errors(a, b, nan_equal)
         atol = max(atol, _statistic(e, check, quantile))
         rtol = max(rtol, _statistic(e / np.where(m == 0, ZERO_REFERENCE, m), check, quantile))
         max_abs = max(max_abs, float(e.max(initial=0.0)))
@@ -114,9 +124,11 @@ def _per_iteration(pairs: Pairs, check: str, quantile: float) -> Measured:
     return Measured(atol, rtol, math.sqrt(squares / count) if count else 0.0, max_abs, count, iterations)
 
 
-def measure(pairs: Pairs, check: str = "elemwise", quantile: float = 0.99) -> Measured:
-    """The smallest (atol, rtol) that pass ``check`` on every iteration of ``pairs``, by the method above."""
-    return _elementwise(pairs) if check == "elemwise" else _per_iteration(pairs, check, quantile)
+def measure(pairs: Pairs, check: str = "elemwise", quantile: float = 0.99, nan_equal: bool = False) -> Measured:
+    """The smallest (atol, rtol) that pass ``check`` on every iteration of ``pairs``, by the method above; with
+    ``nan_equal`` a NaN on both sides is a match and not measured (cmpx run --nan-equal)."""
+    return (_elementwise(pairs, nan_equal) if check == "elemwise" else
+            _per_iteration(pairs, check, quantile, nan_equal))
 
 
 def epsilon_floor(measured: Measured) -> Measured:
