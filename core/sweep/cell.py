@@ -41,6 +41,7 @@ def run_cell(task: dict[str, Any]) -> CellOutcome:
                           "files at the same path")
         return _finish(outcome, lines, started)
     try:
+        _make_directories(task.get("directories", ()))
         report = _run(task, lines)
         outcome = replace(outcome, exit_code=report.exit_code, report=report.to_dict())
     except RunInterrupted as exc:
@@ -57,6 +58,19 @@ def run_cell(task: dict[str, Any]) -> CellOutcome:
     finally:
         os.chdir(here)
     return _finish(outcome, lines, started)
+
+
+def _make_directories(directories) -> None:
+    """The folders of the run's {model} paths (``--save-outputs saved/{model}``), relative to the sweep file."""
+    from cmpx.errors import UsageError
+
+    for directory in directories:
+        try:
+            os.makedirs(directory, exist_ok=True)
+        except OSError as exc:
+            raise UsageError(f"cannot make {directory}, the folder of a {{model}} path in the run's args, on "
+                             f"{socket.gethostname()}: {exc.strerror or exc}; choose a path there that can be "
+                             "written") from None
 
 
 def _finish(outcome: CellOutcome, lines: list[str], started: float) -> CellOutcome:
