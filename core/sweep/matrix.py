@@ -15,6 +15,7 @@ import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from cmpx._version import __version__
 from cmpx.errors import UsageError
@@ -98,7 +99,7 @@ def check_runs(sweep: SweepFile, plugin_args: Sequence[str] = ()) -> tuple[Check
             # Paths to save to are checked in the cell: they exist already when an earlier sweep is resumed, and
             # the folders of a {model} path are made there. Each cell has its model: checked here as if it had
             # one (--oracle, for one, needs a model)
-            unchecked = dict.fromkeys(("save_inputs", "save_outputs", *per_model))
+            unchecked: dict[str, Any] = dict.fromkeys(("save_inputs", "save_outputs", *per_model))
             preflight(dataclasses.replace(request, model=request.model or _MODEL_MARK,
                                           tolerances=_checked_now(request.tolerances, sweep), **unchecked),
                       plugins, settings)
