@@ -38,13 +38,13 @@ class Links:
     """Where the page finds the cells' files: paths relative to the page's directory, as URLs."""
 
     def __init__(self, out: str, page_dir: str):
-        self.out, self.page_dir = out, page_dir
+        self.out = out
+        prefix = os.path.relpath(out, page_dir).replace(os.sep, "/")
+        self.prefix = "" if prefix == "." else prefix + "/"
 
     def href(self, relative: str | None) -> str | None:
-        if relative is None:
-            return None
-        path = os.path.relpath(os.path.join(self.out, relative), self.page_dir)
-        return quote(path.replace(os.sep, "/"))
+        """``relative`` (to the results directory, as summary.json has it) from the page."""
+        return None if relative is None else quote(self.prefix + relative)
 
     def page(self, entry: CellEntry) -> str | None:
         """The cell's HTML page, where it has one."""
