@@ -8,6 +8,7 @@ three models (conv and matmul mismatch in fp16), and NEW, two models with the re
 import dataclasses
 import json
 import math
+import re
 import xml.etree.ElementTree as ET
 from urllib.parse import unquote
 
@@ -94,6 +95,23 @@ def test_the_overview_in_a_browser_shows_each_cell_failures_first_and_links_each
     assert "node conv0 (Conv)" in problems[1].find_all("td")[5].text
 
 
+@pytest.mark.parametrize("clicks, order", [
+    (["model"], ["zoo/conv.onnx", "zoo/gather.onnx", "zoo/matmul.onnx"]),
+    (["fp16"], ["zoo/matmul.onnx", "zoo/conv.onnx", "zoo/gather.onnx"]),  # gravest, then the largest error first
+    (["fp16", "fp16"], ["zoo/gather.onnx", "zoo/conv.onnx", "zoo/matmul.onnx"])])
+def test_a_click_on_a_header_of_the_overview_sorts_by_it(sweeps, chromium, tmp_path, clicks, order):
+    """The page with clicks on its headers: a copy with a script of the test's that clicks, and the policy that would
+    block that script taken out."""
+    source = (sweeps / "OLD" / "summary.html").read_text()
+    source = re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", source)
+    columns = ["model", "ref", "fp16"]
+    script = "".join(f'document.querySelectorAll("#grid thead th button")[{columns.index(c)}].click();'
+                     for c in clicks)
+    clicked = tmp_path / "clicked.html"
+    clicked.write_text(source.replace("</body>", f"<script>{script}</script></body>"))
+    assert [model for model, _ in _grid(dump_dom(chromium, clicked))] == order
+
+
 def test_the_overview_reads_without_javascript_and_escapes_names(sweeps, tmp_path):
     """Without a browser: the page's own source parsed (no script run), and a hostile model name is text."""
     source = (sweeps / "OLD" / "summary.html").read_text()
@@ -172,6 +190,17 @@ def test_an_error_that_grew_by_more_than_the_factor_is_worse(sweeps):
     assert not shrunk.worse and {c.kind for c in shrunk.changes} == {"error shrank"}
     assert {c.kind for c in compare(old, scaled(math.nan), "a", "b").changes} == {"error grew"}
     assert not compare(scaled(math.nan), scaled(math.nan), "a", "b").changes
+
+    def exit_codes(codes: dict) -> SweepSummary:
+        return dataclasses.replace(old, cells=[dataclasses.replace(e, exit_code=codes.get(e.exit_code, e.exit_code))
+                                               for e in old.cells])
+
+    failed = compare(old, exit_codes({1: 3}), "a", "b")  # mismatch -> backend failed: graver
+    assert failed.worse and {c.kind for c in failed.changes} == {"verdict changed"}
+    recovered = compare(exit_codes({1: 3}), old, "a", "b")  # backend failed -> mismatch: a verdict again
+    assert not recovered.worse and {c.kind for c in recovered.changes} == {"verdict changed"}
+    lost = compare(old, exit_codes({0: None, 1: None}), "a", "b")  # interrupted before any cell ran
+    assert lost.worse and {c.kind for c in lost.changes} == {"no result"} and len(lost.changes) == 6
 
 
 def test_junit_and_summary_md_for_ci(sweeps):
