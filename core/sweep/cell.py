@@ -16,6 +16,7 @@ import socket
 import threading
 import time
 import traceback
+from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
@@ -61,7 +62,7 @@ def run_cell(task: dict[str, Any]) -> CellOutcome:
     return _finish(outcome, lines, started)
 
 
-def _make_directories(directories) -> None:
+def _make_directories(directories: Iterable[str]) -> None:
     """The folders of the run's {model} paths (``--save-outputs saved/{model}``), relative to the sweep file."""
     from cmpx.errors import UsageError
 

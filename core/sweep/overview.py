@@ -18,10 +18,11 @@ from cmpx._version import __version__
 from cmpx.outputs import write_whole
 from cmpx.reports.html_page import Cell, Content, Markup, Row, element, render_page, section, table
 from cmpx.sweep.diff import SweepDiff
+from cmpx.sweep.store import PAGE as CELL_PAGE
 from cmpx.sweep.summary import NOT_RUN, CellEntry, SweepSummary
 from cmpx.sweep.tables import detail, divergence, error_number
 
-PAGE = "summary.html"
+SUMMARY_PAGE = "summary.html"
 RANKS = {"internal error": 0, "usage error": 0, "backend failed": 0, "interrupted": 0, "mismatch": 1, NOT_RUN: 2,
          "passed": 3}  # the order of the grid: gravest first
 STYLES = {"passed": "v-pass", "mismatch": "v-mismatch", NOT_RUN: "v-none"}  # any other verdict: v-error
@@ -49,9 +50,9 @@ class Links:
     def page(self, entry: CellEntry) -> str | None:
         """The cell's HTML page, where it has one."""
         folder = os.path.dirname(entry.log or "")
-        if not folder or not os.path.isfile(os.path.join(self.out, folder, "report.html")):
-            return None
-        return self.href(f"{folder}/report.html")
+        if not folder or not os.path.isfile(os.path.join(self.out, folder, CELL_PAGE)):
+            return None  # a cell of an older cmpx, or whose page could not be made
+        return self.href(f"{folder}/{CELL_PAGE}")
 
 
 def render_overview(summary: SweepSummary, links: Links, changes: SweepDiff | None = None,
@@ -144,4 +145,4 @@ def _files(entry: CellEntry, links: Links) -> Markup:
 
 
 def write_overview(out: str, summary: SweepSummary) -> None:
-    write_whole("--out", os.path.join(out, PAGE), render_overview(summary, Links(out, out)))
+    write_whole("--out", os.path.join(out, SUMMARY_PAGE), render_overview(summary, Links(out, out)))
