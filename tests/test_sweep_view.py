@@ -230,13 +230,13 @@ def test_model_paths_whose_folders_do_not_exist_yet_are_made_by_each_cell(tmp_pa
     runs = """
 [[runs]]
 name = "keep"
-args = "--backend onnxrt --iterations 1 --save-outputs saved/{model}/outputs.json --report-html pages/{run}/{model}.html"
+args = "--backend onnxrt --iterations 1 --save-outputs saved/{model}/o.json --report-html pages/{run}/{model}.html"
 """
     out = tmp_path / "out"
     result = run_cli("sweep", write_zoo(tmp_path, runs, names=("conv", "gather")), "--out", out)
     assert result.exit_code == 0, result.output
     for name in ("conv", "gather"):
-        assert json.loads((tmp_path / "saved" / "zoo" / name / "outputs.json").read_text())
+        assert json.loads((tmp_path / "saved" / "zoo" / name / "o.json").read_text())
         assert "cmpx report" in (tmp_path / "pages" / "keep" / "zoo" / f"{name}.html").read_text()
     shared = runs.replace("pages/{run}/{model}.html", "pages/all.html")
     refused = run_cli("sweep", write_zoo(tmp_path, shared, names=("conv", "gather")), "--out", out)

@@ -118,28 +118,29 @@ class CellEntry:
             entry["host"] = self.host
         return strict(entry)
 
-
     @classmethod
     def from_dict(cls, data: Any) -> CellEntry:
-        """The cell summary.json lists (``to_dict``); KeyError, TypeError or ValueError if it is not one."""
-        divergence = data["first_divergence"]
+        """The cell summary.json lists (``to_dict``; what an older cmpx left out is None); KeyError, TypeError or
+        ValueError if it is not one."""
+        divergence = data.get("first_divergence")
         pairs = tuple(PairSummary(
             p["backend"], p["reference"], int(p["iterations"]), int(p["iterations_passed"]), int(p["outputs"]),
             int(p["outputs_passed"]), read_number(p["worst_abs"]), read_number(p["worst_rel"]),
             FirstDivergence(divergence["iteration"], divergence["tensor"], divergence["node"], divergence["op_type"])
             if divergence and divergence["pair"] == f"{p['backend']} vs {p['reference']}" else None)
             for p in data["pairs"])
-        timings = data["timings"] or {}
+        timings = data.get("timings") or {}
         backends = tuple(BackendSummary(name, t["load_seconds"], t["mean_infer_seconds"])
                          for name, t in (timings.get("backends") or {}).items())
-        failure = data["failure"]
+        failure = data.get("failure")
         failure = None if failure is None else CellFailure(str(failure["message"]), tuple(
-            FailureSummary(b["backend"], b["phase"], b["kind"], b["message"]) for b in failure["backends"]))
+            FailureSummary(b["backend"], b["phase"], b["kind"], b["message"]) for b in failure.get("backends", ())))
         code = data["exit_code"]
         summary = RunSummary(int(code), pairs, backends, failure.backends if failure else ()) if (
             pairs or backends) else None
-        return cls(str(data["model"]), str(data["run"]), None if code is None else int(code), bool(data["reused"]),
-                   summary, timings.get("seconds"), failure, data["report"], data["log"], data.get("host"))
+        return cls(str(data["model"]), str(data["run"]), None if code is None else int(code),
+                   bool(data.get("reused")), summary, timings.get("seconds"), failure, data.get("report"),
+                   data.get("log"), data.get("host"))
 
 
 def _worst(values: Any) -> float | None:
