@@ -53,7 +53,8 @@ def test_a_local_sweep_runs_every_model_with_every_run(tmp_path, run_cli):
     assert conv["first_divergence"]["node"] == "conv0"  # marked: the error enters at the Conv
     suite = ET.parse(out / "junit.xml").getroot().find("testsuite")
     assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("6", "2", "0")
-    assert {(c.get("classname"), c.get("name")) for c in suite.iter("testcase")} == set(VERDICTS)
+    assert {(c.get("file"), c.get("name")) for c in suite.iter("testcase")} == set(VERDICTS)
+    assert {c.get("classname") for c in suite.iter("testcase")} == {"zoo.conv", "zoo.gather", "zoo.matmul"}
     table = (out / "summary.md").read_text()
     assert "| model | ref | fp16 |" in table and "\x1b" not in table
     assert "| zoo/conv.onnx | passed | mismatch (abs" in table and "| zoo/gather.onnx | passed | passed |" in table

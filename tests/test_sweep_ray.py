@@ -84,8 +84,9 @@ def test_a_ray_sweep_gives_the_verdicts_of_a_local_sweep(tmp_path, run_cli, loca
     ray_cells, local_cells = summary(tmp_path / "ray")["cells"], summary(tmp_path / "local")["cells"]
     assert [c["exit_code"] for c in ray_cells] == [c["exit_code"] for c in local_cells]
     assert [c["first_divergence"] for c in ray_cells] == [c["first_divergence"] for c in local_cells]
-    for cell in ray_cells:  # the reports came back through Ray and were written here
+    for cell in ray_cells:  # the reports, and their pages made where the cells ran, came back through Ray
         assert (tmp_path / "ray" / cell["report"]).is_file()
+        assert "cmpx report" in (tmp_path / "ray" / cell["report"]).with_name("report.html").read_text()
     assert ray.is_initialized()  # a Ray cmpx did not start is left running
 
 

@@ -1,6 +1,9 @@
-"""``cmpx sweep FILE --out DIR``: the command line of cmpx.sweep. Imports nothing heavy until it runs."""
+"""``cmpx sweep FILE --out DIR`` and ``cmpx sweep diff OLD NEW``: the command line of cmpx.sweep. Imports nothing
+heavy until it runs."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import click
 
@@ -8,7 +11,8 @@ from cmpx.options import completion
 
 SWEEP_HELP = """Run every model of the sweep FILE (TOML) with every run configuration in it, each cell a full
 'cmpx run' with its own workers, and write the results to DIR: a report and a log per cell, summary.json,
-summary.md (models x runs) and junit.xml.
+summary.md (models x runs), summary.html (the same, coloured, linking each cell's page) and junit.xml.
+'cmpx sweep diff OLD NEW' says what changed between two sweeps' results (see 'cmpx sweep diff --help').
 
 \b
 Exit codes: 0 every cell passed, 1 a cell mismatched, 3 a cell's backend failed (or a cell could not run,
@@ -32,7 +36,62 @@ See docs/sweep.md.
 """
 
 
-@click.command("sweep", help=SWEEP_HELP, short_help="Run many models with many run configurations.")
+DIFF_HELP = """What changed between the results of two sweeps (directories 'cmpx sweep --out' wrote), cell by
+cell (model and run): new failures, fixed cells, verdicts that changed, worst errors that grew or shrank by more
+than --factor, cells not run in NEW, and cells in one sweep only.
+
+\b
+Exit codes: 0 nothing got worse, 1 something did (a new failure, a graver verdict, an error grown more than
+--factor, a cell without a result in NEW), 2 OLD or NEW is not a sweep's results.
+"""
+
+
+@click.command("diff", help=DIFF_HELP, short_help="What changed between two sweeps' results.")
+@click.argument("old", metavar="OLD", shell_complete=completion.paths("dir"))
+@click.argument("new", metavar="NEW", shell_complete=completion.paths("dir"))
+@click.option("--factor", type=click.FloatRange(min=1.0, min_open=True), default=2.0, show_default=True,
+              metavar="F", help="a worst error (abs or rel) more than F times the old one grew (less than 1/F: shrank)")
+@click.option("--json", "as_json", is_flag=True, help="print the changes as JSON instead of text")
+@click.option("--html", "html_path", metavar="FILE", shell_complete=completion.paths(),
+              help="also write NEW's overview page (as its summary.html) with the changes first")
+def diff_command(old: str, new: str, factor: float, as_json: bool, html_path: str | None) -> int:
+    import json
+    import os
+
+    from cmpx.outputs import check_file_output, write_whole
+    from cmpx.printable import printable
+    from cmpx.sweep.diff import compare, read_results
+    from cmpx.sweep.overview import Links, render_overview
+
+    before, after = read_results(old, "OLD"), read_results(new, "NEW")
+    if html_path:
+        check_file_output("--html", html_path)
+    changes = compare(before, after, old, new, factor)
+    if as_json:
+        click.echo(json.dumps(changes.to_document(), indent=1, allow_nan=False))
+    else:
+        for line in changes.lines():
+            click.echo(printable(line))
+    if html_path:
+        links = Links(new, os.path.dirname(os.path.abspath(html_path)))
+        write_whole("--html", html_path, render_overview(after, links, changes))
+        click.echo(f"wrote the overview with the changes to {html_path}", err=True)
+    return 1 if changes.worse else 0
+
+
+class SweepCommand(click.Command):
+    """``cmpx sweep FILE``, which also leads to ``cmpx sweep diff OLD NEW`` (a sweep file named diff: ./diff)."""
+
+    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
+                     **extra: Any) -> click.Context:
+        if args[:1] == ["diff"]:
+            # a context of a command without arguments, so that diff's usage reads 'cmpx sweep diff', not FILE diff
+            here = click.Context(click.Command(info_name), info_name=info_name, parent=parent, **extra)
+            return diff_command.make_context("diff", args[1:], parent=here, **extra)
+        return super().make_context(info_name, args, parent, **extra)
+
+
+@click.command("sweep", cls=SweepCommand, help=SWEEP_HELP, short_help="Run many models with many run configurations.")
 @click.argument("sweep_file", metavar="FILE", shell_complete=completion.paths())
 @click.option("--out", required=True, metavar="DIR", shell_complete=completion.paths("dir"), help="results directory; an earlier sweep's results in it are "
               "reused where still current")

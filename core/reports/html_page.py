@@ -199,6 +199,10 @@ footer { color: var(--muted); font-size: 12px; margin-top: 3em; border-top: 1px 
           border: 1px solid var(--line); background: white; max-width: 1350px; } .panels.two { max-width: 900px; }
 .panels img { width: 100%; border: 0; }
 pre.command { white-space: pre-wrap; overflow-wrap: anywhere; }
+td.cell { min-width: 8em; } td.cell a { color: inherit; } td.cell span { display: block; font-size: 12px; }
+td.cell span.where { font-family: ui-monospace, "DejaVu Sans Mono", monospace; overflow-wrap: anywhere; }
+td.v-pass { background: #dafbe1; } td.v-mismatch { background: #ffcecb; } td.v-error { background: #ffd8a8; }
+td.v-none { background: #eaeef2; color: var(--muted); }
 @media (max-width: 1000px) {
   .layout { display: block; } main { padding: 0.6em 0.8em 2em; }
   nav { position: static; padding: 0.6em 0.8em 0; } nav ul { display: flex; flex-wrap: wrap; gap: 0.1em 1.2em; }

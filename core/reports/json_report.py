@@ -268,8 +268,8 @@ class RunSummary:
                 raise ValueError("not a cmpx report")
             pairs = tuple(PairSummary(
                 pair["backend"], pair["reference"], int(pair["iterations"]), int(pair["iterations_passed"]),
-                int(pair["outputs"]), int(pair["outputs_passed"]), _number(pair["worst_abs"]),
-                _number(pair["worst_rel"]), _first_divergence(pair.get("first_divergence")))
+                int(pair["outputs"]), int(pair["outputs_passed"]), read_number(pair["worst_abs"]),
+                read_number(pair["worst_rel"]), _first_divergence(pair.get("first_divergence")))
                 for pair in document["pairs"])
             live = [b for b in document["backends"] if b.get("kind") == "live"]
             backends = tuple(BackendSummary(b["name"], b.get("load_seconds"),
@@ -287,7 +287,7 @@ def _first_divergence(found: Mapping[str, Any] | None) -> FirstDivergence | None
     return FirstDivergence(found.get("iteration"), found.get("tensor"), found.get("node"), found.get("op_type"))
 
 
-def _number(value: Any) -> float | None:
+def read_number(value: Any) -> float | None:
     """A number of the document: JSON's, or the strings ``strict`` writes for non-finite ones."""
     if isinstance(value, str):
         return {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}.get(value)

@@ -16,6 +16,7 @@ import socket
 import threading
 import time
 import traceback
+from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
@@ -41,8 +42,10 @@ def run_cell(task: dict[str, Any]) -> CellOutcome:
                           "files at the same path")
         return _finish(outcome, lines, started)
     try:
+        _make_directories(task.get("directories", ()))
         report = _run(task, lines)
-        outcome = replace(outcome, exit_code=report.exit_code, report=report.to_dict())
+        document = report.to_dict()
+        outcome = replace(outcome, exit_code=report.exit_code, report=document, page=_page(document, lines))
     except RunInterrupted as exc:
         outcome = replace(outcome, exit_code=ExitCode.INTERRUPTED, failure="interrupted",
                           report=exc.report.to_dict() if isinstance(exc.report, Report) else None)
@@ -57,6 +60,31 @@ def run_cell(task: dict[str, Any]) -> CellOutcome:
     finally:
         os.chdir(here)
     return _finish(outcome, lines, started)
+
+
+def _make_directories(directories: Iterable[str]) -> None:
+    """The folders of the run's {model} paths (``--save-outputs saved/{model}``), relative to the sweep file."""
+    from cmpx.errors import UsageError
+
+    for directory in directories:
+        try:
+            os.makedirs(directory, exist_ok=True)
+        except OSError as exc:
+            raise UsageError(f"cannot make {directory}, the folder of a {{model}} path in the run's args, on "
+                             f"{socket.gethostname()}: {exc.strerror or exc}; choose a path there that can be "
+                             "written") from None
+
+
+def _page(document: dict[str, Any], lines: list[str]) -> str | None:
+    """The report's HTML page, made here where cells run in parallel (no plots: a run's own --report-html has
+    them); None, with a warning in the log, should it fail."""
+    from cmpx.reports.html_report import render_report
+
+    try:
+        return render_report(document)
+    except Exception as exc:  # a bug in the page: the cell's verdict stands, its page is missing
+        lines.append(f"warning: the cell's HTML page could not be made: {type(exc).__name__}: {exc}")
+        return None
 
 
 def _finish(outcome: CellOutcome, lines: list[str], started: float) -> CellOutcome:

@@ -3,7 +3,7 @@
     read and check    the sweep file, then every run's args as cmpx run would (UsageError: before any cell)
     resume            cells whose earlier result still holds are kept (cmpx.sweep.store)
     execute           the other cells, on the local or the Ray executor; each finished cell is written at once
-    summarize         summary.json, summary.md, junit.xml; the exit code
+    summarize         summary.json, summary.md, junit.xml, summary.html; the exit code
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from cmpx.reports.terminal import Progress
 from cmpx.sweep.executors import Executor, Job
 from cmpx.sweep.matrix import Cell, cells, check_runs, model_digest
 from cmpx.sweep.outcome import CellOutcome
+from cmpx.sweep.overview import write_overview
 from cmpx.sweep.progress import SweepProgress
 from cmpx.sweep.store import CellStore
 from cmpx.sweep.summary import CellEntry, SweepSummary, write_summary
@@ -139,9 +140,10 @@ def _summarize(options: SweepOptions, sweep: SweepFile, matrix: list[Cell], entr
         executor=options.executor, seconds=seconds, interrupted=interrupted)
     write_summary(options.out, summary)
     write_tables(options.out, summary)
+    write_overview(options.out, summary)
     counts = ", ".join(f"{n} {verdict}" for verdict, n in summary.counts.items())
     echo(f"{len(matrix)} cells: {counts} | exit {int(summary.exit_code)} | {seconds:.1f} s | "
-         f"results in {options.out} (summary.md, summary.json, junit.xml)")
+         f"results in {options.out} (summary.html, summary.md, summary.json, junit.xml)")
     if interrupted:
         echo(f"Interrupted: {len(entries)} of {len(matrix)} cells have results, kept in {options.out}; the same "
              "command runs the others")

@@ -15,13 +15,16 @@ import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from cmpx._version import __version__
 from cmpx.errors import UsageError
 from cmpx.sweep.sweepfile import RunSpec, SweepFile
 
-# Paths a run writes: with several models, each model's cell needs its own, so they must name {model}.
-WRITTEN_PER_CELL = ("save_outputs", "save_inputs", "save_transformed", "save_error_plots", "calibration_cache")
+# Paths a run writes: with several models, each model's cell needs its own, so they must name {model}; the folders
+# above such a path are made by the cell before it runs (the check at the start skips them: they need not exist yet).
+WRITTEN_PER_CELL = ("save_outputs", "save_inputs", "save_transformed", "save_error_plots", "calibration_cache",
+                    "report_html", "log_file")
 WRITTEN_BY_SWEEP = ("report_json", "junit")  # the sweep writes each cell's report itself
 _UNSAFE = re.compile(r"[^A-Za-z0-9._+-]+")
 _MODEL_MARK = "__cmpx_sweep_model__"  # {model} while a run's args are checked, before there is a model
@@ -34,6 +37,7 @@ class CheckedRun:
 
     spec: RunSpec
     plugin_args: tuple[str, ...]
+    model_paths: tuple[str, ...] = ()  # the written paths that name {model}, as _MODEL_MARK
 
 
 @dataclass(frozen=True)
@@ -45,6 +49,7 @@ class Cell:
     run: CheckedRun
     words: tuple[str, ...]  # the run's words, placeholders filled in
     key: str
+    directories: tuple[str, ...] = ()  # made before the cell runs: the folders of its {model} paths
 
     @property
     def run_name(self) -> str:
@@ -53,7 +58,7 @@ class Cell:
     def task(self, base: str) -> dict:
         """What an executor hands to the process that runs the cell (plain JSON data): cmpx.sweep.cell.run_cell."""
         return {"model": self.model, "words": list(self.words), "cwd": base, "plugins": list(self.run.plugin_args),
-                "key": self.key}
+                "key": self.key, "directories": list(self.directories)}
 
     def fingerprint(self, model_digest: str) -> dict:
         """The inputs that decide whether an earlier result of this cell still holds."""
@@ -89,14 +94,18 @@ def check_runs(sweep: SweepFile, plugin_args: Sequence[str] = ()) -> tuple[Check
             settings, plugins = loaded[args]
             request, _ = request_from_words(fill(run.words, _MODEL_MARK, run.name), plugins)
             _check_paths(request, sweep)
-            # Paths to save to are checked in the cell: they exist already when an earlier sweep is resumed.
-            # each cell has its model: checked here as if it had one (--oracle, for one, needs a model)
-            preflight(dataclasses.replace(request, model=request.model or _MODEL_MARK, save_inputs=None,
-                                          save_outputs=None, tolerances=_checked_now(request.tolerances, sweep)),
+            per_model = {name: getattr(request, name) for name in WRITTEN_PER_CELL
+                         if _MODEL_MARK in (getattr(request, name) or "")}
+            # Paths to save to are checked in the cell: they exist already when an earlier sweep is resumed, and
+            # the folders of a {model} path are made there. Each cell has its model: checked here as if it had
+            # one (--oracle, for one, needs a model)
+            unchecked: dict[str, Any] = dict.fromkeys(("save_inputs", "save_outputs", *per_model))
+            preflight(dataclasses.replace(request, model=request.model or _MODEL_MARK,
+                                          tolerances=_checked_now(request.tolerances, sweep), **unchecked),
                       plugins, settings)
         except UsageError as exc:
-            raise UsageError(f"{where}: {exc}") from None
-        checked.append(CheckedRun(run, args))
+            raise UsageError(f"{where}: {str(exc).replace(_MODEL_MARK, '{model}')}") from None
+        checked.append(CheckedRun(run, args, tuple(per_model.values())))
     return tuple(checked)
 
 
@@ -135,8 +144,10 @@ def cells(sweep: SweepFile, runs: Sequence[CheckedRun]) -> list[Cell]:
             if key in taken:  # two labels that differ only in characters replaced above
                 key += "-" + hashlib.sha256(label.encode()).hexdigest()[:8]
             taken.add(key)
-            words = fill(run.spec.words, model_placeholder(label), run.spec.name)
-            found.append(Cell(model, label, run, words, key))
+            placeholder = model_placeholder(label)
+            words = fill(run.spec.words, placeholder, run.spec.name)
+            directories = (os.path.dirname(p.replace(_MODEL_MARK, placeholder)) for p in run.model_paths)
+            found.append(Cell(model, label, run, words, key, tuple(dict.fromkeys(d for d in directories if d))))
     return found
 
 

@@ -14,7 +14,8 @@ from cmpx.reports.json_report import RunSummary
 class CellOutcome:
     """What running one cell gave: ``exit_code`` (what ``cmpx run`` would exit with), ``report`` (the
     --report-json document, or None when the run never started), ``failure`` (why the cell gave no verdict),
-    ``log`` (the text report ``cmpx run`` would print, and the error), ``seconds``, ``host``, ``pid``."""
+    ``log`` (the text report ``cmpx run`` would print, and the error), ``seconds``, ``host``, ``pid``, and ``page``
+    (the report as an HTML page, cmpx.reports.html_report, made where the cell ran)."""
 
     exit_code: int
     report: dict[str, Any] | None = None
@@ -23,6 +24,7 @@ class CellOutcome:
     seconds: float | None = None
     host: str | None = None
     pid: int | None = None
+    page: str | None = None
 
     @property
     def interrupted(self) -> bool:

@@ -1,6 +1,7 @@
 """The results directory, one folder per cell under ``cells/``:
 
     cells/KEY/report.json   the cell's --report-json document (absent if the run never started)
+    cells/KEY/report.html   the report as an HTML page (the sweep's summary.html links it)
     cells/KEY/log.txt       the text report cmpx run would have printed, and the error if there was one
     cells/KEY/cell.json     the record: model, run, exit code, failure, timings, and the fingerprint of its inputs
 
@@ -27,6 +28,7 @@ VERDICT_EXIT_CODES = (ExitCode.PASSED, ExitCode.MISMATCH, ExitCode.BACKEND_FAILE
 # the others (usage error, internal error) never compared anything
 
 
+PAGE = "report.html"  # a cell's report as an HTML page
 MARKER = ".cmpx-sweep"  # what makes a directory a cmpx sweep's results (written when the first sweep starts)
 
 
@@ -108,6 +110,10 @@ class CellStore:
             _write(os.path.join(folder, "report.json"), json.dumps(report, indent=1, allow_nan=False) + "\n")
         elif os.path.exists(os.path.join(folder, "report.json")):
             os.unlink(os.path.join(folder, "report.json"))
+        if outcome.page is not None:
+            _write(os.path.join(folder, PAGE), outcome.page)
+        elif os.path.exists(os.path.join(folder, PAGE)):
+            os.unlink(os.path.join(folder, PAGE))
         _write(os.path.join(folder, "log.txt"), outcome.log or "")
         record = CellRecord(model=cell.label, model_path=cell.model, run=cell.run_name,
                             exit_code=int(outcome.exit_code), failure=outcome.failure, seconds=outcome.seconds,

@@ -4,7 +4,8 @@ internal error), else 1 if any cell mismatched, else 0; 130 when interrupted.
 
 ``CellEntry`` is one cell as the summaries, the progress lines and the tables see it, made from the cell's record
 (cmpx.sweep.store) and its report read back (cmpx.reports.json_report.RunSummary); ``SweepSummary`` is the
-whole sweep. ``to_dict`` and ``to_document`` write summary.json."""
+whole sweep. ``to_dict`` and ``to_document`` write summary.json; ``from_dict`` and ``from_document`` read it
+back (``cmpx sweep diff``), as far as it holds the cell: its pairs' totals, the first divergence, its timings."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ from typing import TYPE_CHECKING, Any
 from cmpx._version import __version__
 from cmpx.errors import ExitCode
 from cmpx.outputs import write_whole
-from cmpx.reports.json_report import FailureSummary, FirstDivergence, PairSummary, RunSummary, strict
+from cmpx.reports.json_report import BackendSummary, FailureSummary, FirstDivergence, PairSummary, RunSummary, \
+    read_number, strict
 
 if TYPE_CHECKING:
     from cmpx.sweep.store import CellRecord
@@ -116,6 +118,30 @@ class CellEntry:
             entry["host"] = self.host
         return strict(entry)
 
+    @classmethod
+    def from_dict(cls, data: Any) -> CellEntry:
+        """The cell summary.json lists (``to_dict``; what an older cmpx left out is None); KeyError, TypeError or
+        ValueError if it is not one."""
+        divergence = data.get("first_divergence")
+        pairs = tuple(PairSummary(
+            p["backend"], p["reference"], int(p["iterations"]), int(p["iterations_passed"]), int(p["outputs"]),
+            int(p["outputs_passed"]), read_number(p["worst_abs"]), read_number(p["worst_rel"]),
+            FirstDivergence(divergence["iteration"], divergence["tensor"], divergence["node"], divergence["op_type"])
+            if divergence and divergence["pair"] == f"{p['backend']} vs {p['reference']}" else None)
+            for p in data["pairs"])
+        timings = data.get("timings") or {}
+        backends = tuple(BackendSummary(name, t["load_seconds"], t["mean_infer_seconds"])
+                         for name, t in (timings.get("backends") or {}).items())
+        failure = data.get("failure")
+        failure = None if failure is None else CellFailure(str(failure["message"]), tuple(
+            FailureSummary(b["backend"], b["phase"], b["kind"], b["message"]) for b in failure.get("backends", ())))
+        code = data["exit_code"]
+        summary = RunSummary(int(code), pairs, backends, failure.backends if failure else ()) if (
+            pairs or backends) else None
+        return cls(str(data["model"]), str(data["run"]), None if code is None else int(code),
+                   bool(data.get("reused")), summary, timings.get("seconds"), failure, data.get("report"),
+                   data.get("log"), data.get("host"))
+
 
 def _worst(values: Any) -> float | None:
     numbers = [n for n in values if n is not None]
@@ -166,6 +192,19 @@ class SweepSummary:
                 "sweep_file": self.sweep_file, "executor": self.executor, "exit_code": int(self.exit_code),
                 "interrupted": self.interrupted, "seconds": self.seconds, "counts": self.counts,
                 "models": list(self.models), "runs": list(self.runs), "cells": [e.to_dict() for e in self.cells]}
+
+
+    @classmethod
+    def from_document(cls, document: Any) -> SweepSummary:
+        """summary.json read back; ValueError if it is not a cmpx sweep's summary."""
+        if not isinstance(document, dict) or document.get("format") != "cmpx-sweep-summary":
+            raise ValueError("not a cmpx sweep summary")
+        try:
+            return cls([CellEntry.from_dict(cell) for cell in document["cells"]], str(document["sweep_file"]),
+                       list(document["models"]), list(document["runs"]), str(document["executor"]),
+                       float(document["seconds"]), bool(document["interrupted"]))
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise ValueError(f"not a cmpx sweep summary: {type(exc).__name__} {exc}") from None
 
 
 def write_summary(out: str, summary: SweepSummary) -> None:
