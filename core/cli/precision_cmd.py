@@ -47,7 +47,8 @@ Example:
 def precision_command(output: str, max_candidates: int | None, strategy: str, words: tuple[str, ...]) -> int:
     from cmpx.cli.invocation import invocation
     from cmpx.options.grammar import request_from_words
-    from cmpx.precision.driver import PrecisionOptions, search_precision
+    from cmpx.precision.driver import search_precision
+    from cmpx.precision.request import PrecisionOptions
     from cmpx.printable import printable
     from cmpx.reports.terminal import terminal_width
     from cmpx.reports.text_lines import wrapped

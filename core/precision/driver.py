@@ -13,16 +13,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from cmpx.errors import ExitCode, UsageError
 from cmpx.outcome.report_data import RunInterrupted
 from cmpx.precision.nodes import kept_option
+from cmpx.precision.request import Pair, PrecisionOptions, with_kept
 
 if TYPE_CHECKING:
     from cmpx.lifecycle.preflight import Preflight
-    from cmpx.options.request import RunRequest
     from cmpx.plugin.manager import PluginSet, PluginSettings
     from cmpx.precision.result import Outcome
     from cmpx.reduce.observe import Observation, Observer
@@ -41,26 +41,8 @@ REFUSED = {"load_outputs": "the reference is a live backend", "mark_all": "it ma
            "int8": "use --backend NAME:int8", "fp8": "use --backend NAME:fp8"}
 
 
-@dataclass(frozen=True)
-class PrecisionOptions:
-    request: RunRequest  # the run, as cmpx run would take it
-    output: str  # -o: the node list
-    max_candidates: int | None = None
-    strategy: str = "search"
-    verbose: bool = False  # each run's own report too
-
-
 class CandidateLimit(Exception):
     """--max-candidates were run."""
-
-
-@dataclass(frozen=True)
-class Pair:
-    backend: str  # the run name of the backend on the transformed model
-    reference: str
-    kind: str  # fp16, bf16, int8 or fp8
-    given: tuple[str, ...]  # what the user keeps already (--keep-fp32 or --no-quantize words, @FILEs read)
-    specs: tuple[Any, ...] = ()  # the backends' descriptors, whose options a printed command line writes
 
 
 def search_precision(options: PrecisionOptions, plugins: PluginSet, settings: PluginSettings,
@@ -84,11 +66,6 @@ def search_precision(options: PrecisionOptions, plugins: PluginSet, settings: Pl
         return _search(options, pair, observer, echo)
     finally:
         observer.close()
-
-
-def with_kept(request: RunRequest, pair: Pair, nodes: Sequence[str]) -> RunRequest:
-    """The user's run with ``nodes`` kept as well (in float32, or unquantized)."""
-    return replace(request, **{kept_option(pair.kind): (*pair.given, *nodes)})
 
 
 def _search(options: PrecisionOptions, pair: Pair, observer: Observer, echo: Callable[[str], None]) -> ExitCode:

@@ -17,7 +17,7 @@ from cmpx.precision.nodes import kept_option, weight_share, write_node_list
 from cmpx.precision.search import candidate_bound
 
 if TYPE_CHECKING:
-    from cmpx.precision.driver import Pair, PrecisionOptions
+    from cmpx.precision.request import Pair, PrecisionOptions
     from cmpx.precision.nodes import Eligible
     from cmpx.reduce.observe import Observer
 
@@ -69,7 +69,8 @@ def finish(options: PrecisionOptions, outcome: Outcome, kept: Sequence[str], obs
     note = f"{len(kept)} of {total} node(s) that the transform changes, found in {outcome.count} candidate(s)"
     write_node_list(path, kept, outcome.header(note))
     option = kept_option(pair.kind)
-    check = replace(options.request, **{option: (*pair.given, f"@{path}")})
+    words: dict[str, Any] = {option: (*pair.given, f"@{path}")}
+    check = replace(options.request, **words)
     echo(f"wrote {path}: {len(kept)} node(s)" + (f": {', '.join(kept)}" if kept else ""))
     echo(f"check: cmpx run {command_line(request_words(check, None, pair.specs))}")
     model = transformed_path(path, pair.kind)
