@@ -38,9 +38,10 @@ def eligible_nodes(index: Any, kind: str, given: Sequence[str]) -> Eligible:
         left = set(blocked_ops()) | set(given)
         changed = [node for node in index.nodes if node.op_type not in left and node.name not in left]
     else:
-        from onnxruntime.quantization.registry import QDQRegistry
+        from onnxruntime.quantization.registry import QDQRegistry, QLinearOpsRegistry
 
-        changed = [node for node in index.nodes if node.op_type in QDQRegistry and node.op_type not in given
+        quantized = set(QDQRegistry) | set(QLinearOpsRegistry)  # what quantize_static quantizes by default
+        changed = [node for node in index.nodes if node.op_type in quantized and node.op_type not in given
                    and node.name not in given]
     floating = [node for node in changed if any(index.elem_type(name) in FLOATS for name in [*node.input,
                                                                                              *node.output] if name)]

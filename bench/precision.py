@@ -1,0 +1,75 @@
+"""cmpx precision's search against a plain bisection over the same local-error ranking, on the real corpus
+(tests/models/real: random-weight BERT, GPT-2 and ViT at fp16, the CNN at int8), measured side by side in one run:
+candidates run, nodes kept (of those the transform changes), share of the float weights kept, wall time.
+
+    python bench/precision.py [--quick] [--repeats 1]
+
+Both sides are ``cmpx precision`` with the same tolerances (each tighter than the transform passes, looser than
+float32): ``--strategy search`` (grow along the ranking, shrink by QuickXplain, check each kept node) and
+``--strategy bisect`` (the shortest passing prefix of the ranking, as Polygraphy's ``debug precision`` bisects,
+unshrunk). The two runs of a case alternate, so a busy machine slows both alike; each kept list is checked by the
+command's own final run (exit 0). ``--quick``: the CNN at int8 and BERT at fp16 only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CORPUS = os.path.join(HERE, "..", "tests", "models", "real")
+CASES = [  # (model, backend, tolerances)
+    ("cnn.onnx", "onnxrt:int8", ["--atol", "5e-4", "--rtol", "5e-2"]),
+    ("bert.onnx", "onnxrt:fp16", ["--atol", "5e-4", "--rtol", "5e-3"]),
+    ("gpt2.onnx", "onnxrt:fp16", ["--atol", "5e-5", "--rtol", "5e-3"]),
+    ("vit.onnx", "onnxrt:fp16", ["--atol", "5e-4", "--rtol", "5e-3"]),
+]
+KEPT = re.compile(r"^(?:in float32|unquantized): (\d+) of (\d+) node\(s\).*\((\d+\.\d)%\)$", re.M)
+CANDIDATES = re.compile(r"^(\d+) candidate\(s\) in", re.M)
+
+
+def run(model: str, backend: str, tolerances: list[str], strategy: str, directory: str) -> dict:
+    output = os.path.join(directory, f"{model}.{strategy}.txt")
+    command = [sys.executable, "-m", "cmpx", "precision", os.path.join(CORPUS, model), "--backend", backend,
+               "--reference", "onnxrt", *tolerances, "--strategy", strategy, "-o", output]
+    started = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True)
+    seconds = time.perf_counter() - started
+    kept, candidates = KEPT.search(done.stdout), CANDIDATES.search(done.stdout)
+    if done.returncode != 0 or kept is None or candidates is None:
+        raise SystemExit(f"{' '.join(command)} exited {done.returncode}:\n{done.stdout[-3000:]}{done.stderr[-2000:]}")
+    return {"candidates": int(candidates.group(1)), "kept": int(kept.group(1)), "of": int(kept.group(2)),
+            "weights": float(kept.group(3)), "seconds": seconds}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="the CNN (int8) and BERT (fp16) only")
+    parser.add_argument("--repeats", type=int, default=1, help="runs of each side per case (medians reported)")
+    arguments = parser.parse_args()
+    cases = CASES[:2] if arguments.quick else CASES
+    print(f"load before: {open('/proc/loadavg').read().split()[:3]}")
+    print("| model | transform | strategy | candidates | nodes kept | float weights kept | wall s |")
+    print("|---|---|---|---|---|---|---|")
+    with tempfile.TemporaryDirectory(prefix="cmpx-bench-precision-") as directory:
+        for model, backend, tolerances in cases:
+            results: dict[str, list[dict]] = {"search": [], "bisect": []}
+            for _ in range(arguments.repeats):
+                for strategy in ("search", "bisect"):  # alternated: a busy machine slows both alike
+                    results[strategy].append(run(model, backend, tolerances, strategy, directory))
+            for strategy, runs in results.items():
+                first = runs[0]
+                print(f"| {model} | {backend.split(':')[1]} {' '.join(tolerances)} | {strategy} | "
+                      f"{first['candidates']} | {first['kept']} of {first['of']} | {first['weights']}% | "
+                      f"{statistics.median(r['seconds'] for r in runs):.1f} |")
+    print(f"load after: {open('/proc/loadavg').read().split()[:3]}")
+
+
+if __name__ == "__main__":
+    main()
