@@ -73,9 +73,11 @@ def test_int8_leaves_exactly_the_outlier_matmul_unquantized(run_cli, tmp_path):
 def test_max_candidates_stops_the_search_with_the_smallest_set_seen_passing(run_cli, tmp_path):
     model = modelgen.save(modelgen.int8_outlier(), tmp_path / "outlier.onnx")
     out = tmp_path / "unquantized.txt"
-    result = run_cli("precision", model, *INT8, "-o", out, "--max-candidates", "2")
+    # the reference is the backend without a transform, whatever the order and without --reference
+    result = run_cli("precision", model, "--backend", "onnxrt", "--backend", "onnxrt:int8", *INT8[4:], "-o", out,
+                     "--max-candidates", "2")
     assert len(_candidates(result.output)) == 2, result.output
-    assert "stopped at --max-candidates 2" in result.output
+    assert "stopped at --max-candidates 2" in result.output and "onnxrt:int8 against onnxrt" in result.output
     assert result.exit_code == 0 and "outlier_matmul" in _listed(out), result.output
 
 

@@ -57,6 +57,7 @@ def search_precision(options: PrecisionOptions, plugins: PluginSet, settings: Pl
         options = replace(options, request=replace(request, backends=(*request.backends, request.reference)))
     checked = preflight(options.request, plugins, settings)
     pair = _check(options, checked)
+    options = replace(options, request=replace(options.request, reference=pair.reference))  # whatever the order
     echo(f"cmpx precision | {options.request.model} | {pair.backend} against {pair.reference} | "
          f"{'keep in float32' if kept_option(pair.kind) == 'keep_fp32' else 'leave unquantized'}: the fewest nodes "
          "that make it pass")
