@@ -24,13 +24,16 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CORPUS = os.path.join(HERE, "..", "tests", "models", "real")
-CASES = [  # (model, backend, tolerances)
-    ("cnn.onnx", "onnxrt:int8", ["--atol", "5e-4", "--rtol", "5e-2"]),
+LOGS = os.environ.get("CMPX_BENCH_LOGS", tempfile.gettempdir())  # each run's output, CMPX_BENCH_LOGS=DIR to keep
+CASES = [  # (model, backend, tolerances and options); the CNN's int8 error is spread over most of its nodes (random
+    # weights: 68 of its 69 measured nodes fail on their own), so its search is capped
+    ("cnn.onnx", "onnxrt:int8", ["--atol", "5e-4", "--rtol", "0.1", "--max-candidates", "40"]),
     ("bert.onnx", "onnxrt:fp16", ["--atol", "5e-4", "--rtol", "5e-3"]),
     ("gpt2.onnx", "onnxrt:fp16", ["--atol", "5e-5", "--rtol", "5e-3"]),
     ("vit.onnx", "onnxrt:fp16", ["--atol", "5e-4", "--rtol", "5e-3"]),
 ]
 KEPT = re.compile(r"^(?:in float32|unquantized): (\d+) of (\d+) node\(s\).*\((\d+\.\d)%\)$", re.M)
+STOPPED = "stopped by --max-candidates"
 CANDIDATES = re.compile(r"^(\d+) candidate\(s\) in", re.M)
 
 
@@ -38,14 +41,17 @@ def run(model: str, backend: str, tolerances: list[str], strategy: str, director
     output = os.path.join(directory, f"{model}.{strategy}.txt")
     command = [sys.executable, "-m", "cmpx", "precision", os.path.join(CORPUS, model), "--backend", backend,
                "--reference", "onnxrt", *tolerances, "--strategy", strategy, "-o", output]
+    log = os.path.join(LOGS, f"{model}.{strategy}.log")  # what it printed, line by line, to follow it
     started = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True)
+    with open(log, "w") as f:
+        code = subprocess.run(command, stdout=f, stderr=subprocess.STDOUT, text=True).returncode
     seconds = time.perf_counter() - started
-    kept, candidates = KEPT.search(done.stdout), CANDIDATES.search(done.stdout)
-    if done.returncode != 0 or kept is None or candidates is None:
-        raise SystemExit(f"{' '.join(command)} exited {done.returncode}:\n{done.stdout[-3000:]}{done.stderr[-2000:]}")
+    printed = open(log).read()
+    kept, candidates = KEPT.search(printed), CANDIDATES.search(printed)
+    if code != 0 or kept is None or candidates is None:
+        raise SystemExit(f"{' '.join(command)} exited {code}:\n{printed[-4000:]}")
     return {"candidates": int(candidates.group(1)), "kept": int(kept.group(1)), "of": int(kept.group(2)),
-            "weights": float(kept.group(3)), "seconds": seconds}
+            "weights": float(kept.group(3)), "seconds": seconds, "stopped": STOPPED in printed}
 
 
 def main() -> None:
@@ -65,8 +71,9 @@ def main() -> None:
                     results[strategy].append(run(model, backend, tolerances, strategy, directory))
             for strategy, runs in results.items():
                 first = runs[0]
-                print(f"| {model} | {backend.split(':')[1]} {' '.join(tolerances)} | {strategy} | "
-                      f"{first['candidates']} | {first['kept']} of {first['of']} | {first['weights']}% | "
+                print(f"| {model} | {backend.split(':')[1]} {' '.join(tolerances[:4])} | {strategy} | "
+                      f"{first['candidates']}{' (cap)' if first['stopped'] else ''} | {first['kept']} of {first['of']} | "
+                      f"{first['weights']}% | "
                       f"{statistics.median(r['seconds'] for r in runs):.1f} |")
     print(f"load after: {open('/proc/loadavg').read().split()[:3]}")
 
