@@ -124,3 +124,14 @@ def test_no_quantize_and_keep_fp32_name_nodes_that_exist(run_cli, tmp_path):
         result = run_cli("run", model, "--backend", backend, "--backend", "onnxrt", option, f"@{listed}")
         assert result.exit_code == 2, result.output
         assert f"{option}: 'no_such_node' is neither a node name nor an op type" in result.output
+
+
+def test_a_crash_is_one_more_failing_observation(run_cli, tmp_path):
+    # a backend that crashes on every model holding a Sqrt: nothing kept fails, and so does everything kept, which
+    # is said (exit 1), not taken for the end of cmpx
+    model = modelgen.save(modelgen.fp16_islands(), tmp_path / "islands.onnx")
+    result = run_cli("precision", model, "--backend", "crashing:fp16", "--crashing-op", "Sqrt", "--reference",
+                     "onnxrt", *FP16[4:], "-o", tmp_path / "kept.txt", plugins=["cmpx_test_crashing"])
+    assert result.exit_code == 1, result.output
+    assert "nothing kept: FAILED (crash: crashing:fp16 signal SIGSEGV during infer)" in result.output
+    assert "all 14 nodes kept: FAILED (crash" in result.output and "does not pass either" in result.output
