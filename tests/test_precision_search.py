@@ -4,7 +4,7 @@ exactly them within its stated bound, whatever their ranks; the plain bisection 
 import itertools
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cmpx.precision.search import bisect_prefix, candidate_bound, search_kept
@@ -20,6 +20,7 @@ def planted(needed):
     return passes, calls
 
 
+@settings(max_examples=40)  # each example is pure logic; 40 cover sizes 1-200 and k up to 6
 @given(st.integers(1, 200).flatmap(lambda n: st.tuples(st.just(n), st.sets(st.integers(0, n - 1), min_size=1,
                                                                                max_size=min(n, 6)))))
 def test_the_search_keeps_exactly_the_planted_nodes_within_its_bound(case):
