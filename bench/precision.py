@@ -8,7 +8,8 @@ Both sides are ``cmpx precision`` with the same tolerances (each tighter than th
 float32): ``--strategy search`` (grow along the ranking, shrink by QuickXplain, check each kept node) and
 ``--strategy bisect`` (the shortest passing prefix of the ranking, as Polygraphy's ``debug precision`` bisects,
 unshrunk). The two runs of a case alternate, so a busy machine slows both alike; each kept list is checked by the
-command's own final run (exit 0). ``--quick``: the CNN at int8 and BERT at fp16 only.
+command's own final run (exit 0) and again by an independent ``cmpx run ... --keep-fp32 @LIST`` (``--no-quantize``
+at int8), which must pass. ``--quick``: the CNN at int8 and BERT at fp16 only; ``--models vit gpt2``: those only.
 """
 
 from __future__ import annotations
@@ -50,6 +51,12 @@ def run(model: str, backend: str, tolerances: list[str], strategy: str, director
     kept, candidates = KEPT.search(printed), CANDIDATES.search(printed)
     if code != 0 or kept is None or candidates is None:
         raise SystemExit(f"{' '.join(command)} exited {code}:\n{printed[-4000:]}")
+    option = "--keep-fp32" if backend.endswith(("fp16", "bf16")) else "--no-quantize"
+    check = subprocess.run([sys.executable, "-m", "cmpx", "run", os.path.join(CORPUS, model), "--backend", backend,
+                            "--backend", "onnxrt", "--reference", "onnxrt", *tolerances[:4], option, f"@{output}"],
+                           capture_output=True, text=True)  # the list, checked by an independent cmpx run
+    if check.returncode != 0:
+        raise SystemExit(f"cmpx run with {option} @{output} exited {check.returncode}:\n{check.stdout[-3000:]}")
     return {"candidates": int(candidates.group(1)), "kept": int(kept.group(1)), "of": int(kept.group(2)),
             "weights": float(kept.group(3)), "seconds": seconds, "stopped": STOPPED in printed}
 
@@ -58,8 +65,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="the CNN (int8) and BERT (fp16) only")
     parser.add_argument("--repeats", type=int, default=1, help="runs of each side per case (medians reported)")
+    parser.add_argument("--models", nargs="*", help="only these corpus models (cnn, bert, gpt2, vit)")
     arguments = parser.parse_args()
     cases = CASES[:2] if arguments.quick else CASES
+    if arguments.models:
+        cases = [case for case in cases if case[0].removesuffix(".onnx") in arguments.models]
     print(f"load before: {open('/proc/loadavg').read().split()[:3]}")
     print("| model | transform | strategy | candidates | nodes kept | float weights kept | wall s |")
     print("|---|---|---|---|---|---|---|")
