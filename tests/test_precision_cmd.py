@@ -135,3 +135,12 @@ def test_a_crash_is_one_more_failing_observation(run_cli, tmp_path):
     assert result.exit_code == 1, result.output
     assert "nothing kept: FAILED (crash: crashing:fp16 signal SIGSEGV during infer)" in result.output
     assert "all 14 nodes kept: FAILED (crash" in result.output and "does not pass either" in result.output
+
+
+def test_a_reference_that_fails_on_the_model_itself_stops_it_with_exit_3(run_cli, tmp_path):
+    model = modelgen.save(modelgen.fp16_islands(), tmp_path / "islands.onnx")
+    result = run_cli("precision", model, "--backend", "onnxref:fp16", "--reference", "faulty", "--faulty-fault",
+                     "load:raise", *FP16[4:], "-o", tmp_path / "kept.txt", plugins=["cmpx_test_faulty"])
+    assert result.exit_code == 3, result.output
+    assert "cannot search: the reference faulty failed on the model itself (error during load)" in result.output
+    assert "candidate" not in result.output and not (tmp_path / "kept.txt").exists()

@@ -85,6 +85,10 @@ def _search(options: PrecisionOptions, pair: Pair, observer: Observer, echo: Cal
     observer.label("nothing kept", started)
     baseline = _preliminary(observer(request, say), "nothing kept", echo)
     outcome = Outcome(index, eligible, pair, started)
+    cannot = _cannot_run(baseline, pair)
+    if cannot:
+        echo(f"cannot search: {cannot} (exit {int(ExitCode.BACKEND_FAILED)})")
+        return ExitCode.BACKEND_FAILED
     if baseline.passed:
         echo("it passes with nothing kept: nothing to search")
         return finish(options, outcome, [], observer, echo)
@@ -103,6 +107,8 @@ def _search(options: PrecisionOptions, pair: Pair, observer: Observer, echo: Cal
     ranking = observer(replace(request, mark_all=True, local_error=True))
     producers = {node.name: [index.nodes[index.producer[name]].name for name in node.input if name in index.producer]
                  for node in index.nodes if node.name}
+    if ranking.error is not None or ranking.failures:
+        echo(f"warning: the ranking run {ranking.verdict()}; the nodes it did not measure are tried in graph order")
     suspects = suspect_order(ranking.report, pair.backend, pair.reference, eligible.names, producers)
     echo(f"ranking: {suspects.measured} node(s) measured, {suspects.failing_alone} failing on their own; first "
          f"divergence: {suspects.first_divergence or 'none among them'} ({ranking.seconds:.1f} s)")
@@ -127,6 +133,15 @@ def _search(options: PrecisionOptions, pair: Pair, observer: Observer, echo: Cal
         outcome.interrupted(options.output, echo)
         raise
     return finish(options, outcome, kept, observer, echo)
+
+
+def _cannot_run(seen: Observation, pair: Pair) -> str | None:
+    """Why no kept set can help, if so: the reference failed on the model itself, or a backend could not start."""
+    if pair.reference in seen.failures:
+        phase, kind = seen.failures[pair.reference]
+        return f"the reference {pair.reference} failed on the model itself ({kind} during {phase}), not the transform"
+    started = [name for name, (phase, _) in seen.failures.items() if phase == "start"]
+    return f"{started[0]} could not start, on any model" if started else None
 
 
 def _preliminary(seen: Observation, what: str, echo: Callable[[str], None]) -> Observation:
