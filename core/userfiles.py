@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Iterable
 from typing import IO
 
 from cmpx.errors import UsageError
@@ -68,3 +69,21 @@ def inside(directory: str, reference: object, what: str) -> str:
                          "cmpx reads only files inside it (move the file there)")
     check_regular(target, f"{what}: file entry {reference!r}")
     return target
+
+
+def expand_list_files(option: str, words: Iterable[str], what: str) -> list[str]:
+    """``words`` with each ``@FILE`` replaced by the lines of FILE (blank lines and # comments skipped); a file
+    that cannot be read is a UsageError naming ``option`` and saying what it should hold (``what``, e.g. "one
+    tensor name or pattern per line")."""
+    expanded: list[str] = []
+    for word in words:
+        if not word.startswith("@"):
+            expanded.append(word)
+            continue
+        try:
+            with open_regular(word[1:], f"{option} list", "r", encoding="utf-8") as f:
+                expanded += [line.strip() for line in f if line.strip() and not line.lstrip().startswith("#")]
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageError(f"{option}: cannot read {word[1:]} ({type(exc).__name__}); give a text file with "
+                             f"{what}") from None
+    return expanded

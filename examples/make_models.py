@@ -58,10 +58,18 @@ def two_faults_model() -> onnx.ModelProto:
     return two_faults()
 
 
+def fp16_islands_model() -> onnx.ModelProto:
+    """14 named nodes that float16 computes well but for two planted pairs (x + 65504 - 65504, x**16 / 1e5) that
+    must stay in float32 (cmpx.testing.models.fp16_islands): for cmpx precision."""
+    from cmpx.testing.models import fp16_islands
+
+    return fp16_islands()
+
+
 def main() -> None:
     os.makedirs(os.path.join(HERE, "models"), exist_ok=True)
     for name, model in [("conv", conv_model()), ("dynamic_identity", dynamic_identity_model()),
-                        ("two_faults", two_faults_model())]:
+                        ("two_faults", two_faults_model()), ("fp16_islands", fp16_islands_model())]:
         onnx.checker.check_model(model)
         onnx.save(model, os.path.join(HERE, "models", f"{name}.onnx"))
 

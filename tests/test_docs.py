@@ -117,7 +117,7 @@ def test_the_tour_has_its_steps():
         ["run", "examples/models/conv.onnx"], ["run", "examples/models/two_faults.onnx"],
         ["run", "examples/models/conv.onnx"], ["run", "examples/models/two_faults.onnx"],
         ["tolerances", "examples/models/conv.onnx"], ["reduce", "examples/models/two_faults.onnx"],
-        ["sweep", "examples/zoo.toml"]]
+        ["precision", "examples/models/fp16_islands.onnx"], ["sweep", "examples/zoo.toml"]]
 
 
 @pytest.mark.parametrize("command, code", [step for step in _tour() if step[0] not in {c for c, _ in SAMPLES}])
@@ -129,6 +129,8 @@ def test_the_tour_runs_as_written(command, code, no_leaks, tmp_path):
     assert done.returncode == code, done.stdout[-3000:] + done.stderr[-2000:]
     if "--mark-all" in command:
         assert "first divergence: t20 (node20_BatchNormalization, BatchNormalization)" in done.stdout, done.stdout
+    if command.startswith("cmpx precision"):
+        assert "in float32: 4 of 14 node(s)" in done.stdout and "verdict: PASSED with the list" in done.stdout
     if "--oracle" in command:
         assert "further from onnxref:fp64 than onnxrt: the disagreement is onnxref's" in done.stdout, done.stdout
 

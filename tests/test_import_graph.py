@@ -102,13 +102,15 @@ GRAPH = import_graph(KNOWN)
 
 # Layer rules: (who, what it must not import, why). A prefix "cmpx.x" means the module cmpx.x and those under it.
 COMMANDS = ("cmpx.cli.main", "cmpx.cli.launch", "cmpx.cli.run", "cmpx.cli.reduce_cmd", "cmpx.cli.sweep_cmd",
+            "cmpx.cli.precision_cmd",
             "cmpx.cli.env_cmd", "cmpx.cli.tolerances_cmd")
 LOWER = ("cmpx.errors", "cmpx._version", "cmpx.printable", "cmpx.suggest", "cmpx.dtypes", "cmpx.userfiles",
          "cmpx.outputs", "cmpx.structured", "cmpx.memory", "cmpx.limits", "cmpx.plan", "cmpx.model", "cmpx.saved",
          "cmpx.transport", "cmpx.loaders", "cmpx.transforms", "cmpx.outcome", "cmpx.options.table",
          "cmpx.options.request", "cmpx.options.words", "cmpx.options.argtypes", "cmpx.tolerances.tolerance_file",
          "cmpx.tolerances.noise_floor")
-RUN_LAYER = ("cmpx.lifecycle", "cmpx.api", "cmpx.report", "cmpx.reports", "cmpx.cli", "cmpx.sweep", "cmpx.reduce")
+RUN_LAYER = ("cmpx.lifecycle", "cmpx.api", "cmpx.report", "cmpx.reports", "cmpx.cli", "cmpx.sweep", "cmpx.reduce",
+             "cmpx.precision")
 RULES = [
     (("cmpx",), ("cmpx_onnxrt", "cmpx_onnxref", "cmpx_trt", "cmpx_comparators"),
      "the core finds plugins through entry points, never by importing them"),
@@ -118,12 +120,18 @@ RULES = [
     (("cmpx.sweep",), ("cmpx.reduce",), "a command's implementation never imports another's (sweep, reduce): what "
      "both need (cmpx run's word parser) sits below them"),
     (("cmpx.reduce",), ("cmpx.sweep",), "a command's implementation never imports another's (reduce, sweep)"),
-    (("cmpx.sweep", "cmpx.reduce", "cmpx.tolerances", "cmpx.options", "cmpx.lifecycle"), ("cmpx.cli",),
+    (("cmpx.sweep", "cmpx.reduce"), ("cmpx.precision",), "a command's implementation never imports another's"),
+    (("cmpx.precision",), ("cmpx.sweep", "cmpx.reduce.driver", "cmpx.reduce.search", "cmpx.reduce.candidates",
+                           "cmpx.reduce.command_lines"),
+     "cmpx precision runs its candidates as cmpx reduce does, through cmpx.reduce.observe, and nothing else of it"),
+    (("cmpx.sweep", "cmpx.reduce", "cmpx.precision", "cmpx.tolerances", "cmpx.options", "cmpx.lifecycle"),
+     ("cmpx.cli",),
      "the commands' implementations and what they share (the run grammar) sit below the CLI"),
 ]
 EXEMPT = {  # importer -> imported, each allowed with its reason
     ("cmpx.cli.main", "cmpx.cli.run"): "the group builds the run command",
     ("cmpx.cli.main", "cmpx.cli.reduce_cmd"): "the group holds its commands",
+    ("cmpx.cli.main", "cmpx.cli.precision_cmd"): "the group holds its commands",
     ("cmpx.cli.main", "cmpx.cli.sweep_cmd"): "the group holds its commands",
     ("cmpx.cli.main", "cmpx.cli.env_cmd"): "the group holds its commands",
     ("cmpx.cli.main", "cmpx.cli.tolerances_cmd"): "the group holds its commands",

@@ -15,6 +15,7 @@ from cmpx.options import completion
 from cmpx.options.argv import prescan
 from cmpx.cli.env_cmd import env_group
 from cmpx.cli.invocation import Invocation, invocation
+from cmpx.cli.precision_cmd import precision_command
 from cmpx.cli.reduce_cmd import reduce_command
 from cmpx.cli.sweep_cmd import sweep_command
 from cmpx.cli.tolerances_cmd import tolerances_command
@@ -134,6 +135,7 @@ def plugins_command() -> None:
 
 cli.add_command(sweep_command)
 cli.add_command(reduce_command)
+cli.add_command(precision_command)
 cli.add_command(tolerances_command)
 
 

@@ -265,7 +265,7 @@ def _transformed(checked: Preflight, model_file: str, backends: Sequence[Backend
     """Make each transformed model once and point the backends that run it at it. A transform that fails on the
     model fails the backends that would run it (returned apart, with their errors), not the whole run. Marked
     tensors that a transformed graph no longer computes (fused away) are noted on its backends."""
-    from cmpx.transforms.options import TransformOptions
+    from cmpx.transforms.options import transform_options
 
     request = checked.request
     wanted = list(dict.fromkeys(b.transform for b in backends if b.transform))
@@ -279,7 +279,8 @@ def _transformed(checked: Preflight, model_file: str, backends: Sequence[Backend
     if not request.external_data_dir:  # (the view made for --external-data-dir checked its data files already)
         check_external_data(model_file)
     os.makedirs(directory, exist_ok=True)
-    options = TransformOptions(tuple(request.keep_fp32), request.calibration_iterations, request.calibration_cache)
+    options = transform_options(request.keep_fp32, request.no_quantize, request.calibration_iterations,
+                                request.calibration_cache)
     made, failed = {}, {}
     stem = os.path.splitext(os.path.basename(model_file))[0]
     for name in wanted:

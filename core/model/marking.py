@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from cmpx.errors import UsageError
 from cmpx.suggest import did_you_mean
-from cmpx.userfiles import open_regular
+from cmpx.userfiles import expand_list_files
 
 def expand_words(option: str, words: Iterable[str]) -> list[str]:
     """Names and patterns from ``words``: ``@file`` reads one per line (blank lines and # comments skipped);
@@ -15,18 +15,7 @@ def expand_words(option: str, words: Iterable[str]) -> list[str]:
     words = list(words)
     if words[:2] == ["mark", "all"]:
         words = ["*", *words[2:]]
-    expanded = []
-    for word in words:
-        if word.startswith("@"):
-            try:
-                with open_regular(word[1:], f"{option} list", "r", encoding="utf-8") as f:
-                    expanded += [line.strip() for line in f if line.strip() and not line.lstrip().startswith("#")]
-            except (OSError, UnicodeDecodeError) as exc:
-                raise UsageError(f"{option}: cannot read {word[1:]} ({type(exc).__name__}); give a text file with "
-                                 "one tensor name or pattern per line") from None
-        else:
-            expanded.append(word)
-    return expanded
+    return expand_list_files(option, words, "one tensor name or pattern per line")
 
 
 def is_pattern(word: str) -> bool:

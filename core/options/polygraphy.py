@@ -84,8 +84,9 @@ OTHER_MODEL_TYPES = {
 }
 COMMANDS: dict[str, str] = {  # Polygraphy's other commands, and what cmpx does instead
     "debug": "'polygraphy debug reduce' is 'cmpx reduce MODEL --backend A --backend B [run options] -o OUT' (the "
-             "smallest subgraph that still fails); for 'debug precision', --local-error ranks the nodes by their own "
-             "error and --keep-fp32 keeps nodes in float32",
+             "smallest subgraph that still fails); 'debug precision' is 'cmpx precision MODEL --backend NAME:fp16 "
+             "--reference NAME -o kept.txt' (the fewest nodes to keep in float32, for any backend), and --keep-fp32 "
+             "@kept.txt applies them",
     "inspect": "'cmpx tensors MODEL' lists a model's tensors (names, ops, dtypes, shapes); 'cmpx run MODEL "
                "--backend onnxrt -v' describes its outputs",
     "convert": "cmpx makes the fp16, bf16, int8 and fp8 graphs itself: --backend NAME:fp16 (and --save-transformed "

@@ -64,6 +64,7 @@ class RunRequest:
     int8: bool = False
     fp8: bool = False
     keep_fp32: Words = ()
+    no_quantize: Words = ()
     calibration_iterations: int = 8
     calibration_cache: str | None = None
     save_transformed: str | None = None

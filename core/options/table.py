@@ -182,8 +182,11 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
     _option("bf16", FLAG, PRECISION, "the same with the bf16 graph"),
     _option("int8", FLAG, PRECISION, "the same with the int8 Q/DQ graph"),
     _option("fp8", FLAG, PRECISION, "the same with the float8 (E4M3) Q/DQ graph"),
-    _option("keep_fp32", WORDS, PRECISION, "node names or op types the fp16/bf16 transforms leave in float32",
-            metavar="NODE|OP", accepts=not_a_model),
+    _option("keep_fp32", WORDS, PRECISION, "node names or op types the fp16/bf16 transforms leave in float32; "
+            "@FILE reads one per line (what cmpx precision writes)", metavar="NODE|OP|@FILE", accepts=not_a_model),
+    _option("no_quantize", WORDS, PRECISION, "node names or op types the int8/fp8 transforms leave unquantized "
+            "(the quantizer's nodes to exclude); @FILE reads one per line (what cmpx precision writes)",
+            metavar="NODE|OP|@FILE", accepts=not_a_model),
     _option("calibration_iterations", INT, PRECISION, "feeds of the run's data used to calibrate int8 and fp8"),
     _option("calibration_cache", TEXT, PRECISION, "int8/fp8 calibrated ranges: read from PATH if it exists, "
             "written there otherwise", metavar="PATH", python="path"),

@@ -132,7 +132,8 @@ def candidate_request(request: RunRequest, candidate: Candidate, index: GraphInd
     """The user's run, on the candidate: its inputs loaded from the candidate's saved run (no synthetic data or
     shapes), per-output options kept for the outputs it has, ``--keep-fp32`` kept for the nodes and op types it has
     (the others were cut away with their nodes: naming them would be an error), output maps dropped (every backend
-    runs the same subgraph, so names agree), weights inside the candidate or beside it."""
+    runs the same subgraph, so names agree), weights inside the candidate or beside it. --no-quantize is kept as
+    --keep-fp32 is; an @FILE of either is read here."""
     outputs = set(candidate.outputs)
     only_model_outputs = outputs <= set(index.graph_outputs)
     present = {label for n in candidate.nodes for label in (index.nodes[n].name, index.nodes[n].op_type)}
@@ -146,11 +147,19 @@ def candidate_request(request: RunRequest, candidate: Candidate, index: GraphInd
 
     return replace(request, model=candidate.model, load_inputs=(candidate.inputs_run,), data_loader=None,
                    data_loader_script=None, input_shapes=(), val_range=(), seed=1, output_map=(),
-                   external_data_dir=None, keep_fp32=tuple(k for k in request.keep_fp32 if k in present),
+                   external_data_dir=None, keep_fp32=_present("--keep-fp32", request.keep_fp32, present),
+                   no_quantize=_present("--no-quantize", request.no_quantize, present),
                    atol=kept(request.atol), rtol=kept(request.rtol), check_error_stat=kept(request.check_error_stat),
                    error_quantile=kept(request.error_quantile),
                    postprocess=kept(request.postprocess, bare=only_model_outputs),
                    thresholds={metric: kept(words) for metric, words in request.thresholds.items()})
+
+
+def _present(option: str, words: Sequence[str], present: set[str]) -> tuple[str, ...]:
+    from cmpx.transforms.options import NODE_LIST
+    from cmpx.userfiles import expand_list_files
+
+    return tuple(word for word in expand_list_files(option, words, NODE_LIST) if word in present)
 
 
 def values_request(request: RunRequest, backend_word: str, outputs: str, inputs: str) -> RunRequest:

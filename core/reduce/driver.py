@@ -24,7 +24,8 @@ from cmpx.options.words import command_line, request_words
 from cmpx.options.table import COMPARISON
 
 # what a reduced model needs to be run as it was checked, besides the comparison options: the transforms' settings
-REPRODUCED = ("fp16", "bf16", "int8", "fp8", "keep_fp32", "calibration_iterations", "calibration_cache")
+REPRODUCED = ("fp16", "bf16", "int8", "fp8", "keep_fp32", "no_quantize", "calibration_iterations",
+              "calibration_cache")
 
 if TYPE_CHECKING:
     from cmpx.plugin.manager import PluginSet, PluginSettings

@@ -182,3 +182,57 @@ def residual_block(size: int = 16, seed: int = 0) -> onnx.ModelProto:
              helper.make_node("Add", ["f", "far"], ["Y"], name="join")]
     return _model(nodes, [helper.make_tensor_value_info("X", TensorProto.FLOAT, [1, size])],
                   [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [1, size])], weights)
+
+
+FP16_SENSITIVE = ("add_big", "sub_big", "power16", "scale_down")  # what fp16_islands needs kept in float32
+
+
+def fp16_islands() -> onnx.ModelProto:
+    """X[1,16] (feed it [1,2.5]) -> two branches of 14 named nodes that float16 computes well except at two planted
+    places: Polygraphy's x + 65504 - 65504 (``add_big``, ``sub_big``: the sum rounds in float16) and x**16 / 1e5
+    (``power16`` overflows float16, ``scale_down`` reads it): kept in float32 together (FP16_SENSITIVE), the model
+    passes at --atol 1e-2 --rtol 2e-2; each pair needs both of its nodes, since the tensor between them would be
+    rounded to float16 otherwise. For cmpx precision."""
+    x = helper.make_tensor_value_info("X", TensorProto.FLOAT, [1, 16])
+    consts = [numpy_helper.from_array(np.array(value, np.float32), name)
+              for name, value in (("half", 0.5), ("two", 2.0), ("big", 65504.0), ("tiny", 1e-5), ("one", 1.0))]
+    nodes = [
+        helper.make_node("Mul", ["X", "half"], ["a0"], name="halve"),
+        helper.make_node("Mul", ["a0", "two"], ["a1"], name="double"),
+        helper.make_node("Add", ["a1", "big"], ["a2"], name="add_big"),
+        helper.make_node("Sub", ["a2", "big"], ["a3"], name="sub_big"),
+        helper.make_node("Relu", ["a3"], ["a4"], name="relu_a"),
+        helper.make_node("Add", ["a4", "one"], ["YA"], name="shift_a"),
+        helper.make_node("Abs", ["X"], ["b0"], name="abs_b"),
+        helper.make_node("Mul", ["b0", "b0"], ["b1"], name="square"),
+        helper.make_node("Mul", ["b1", "b1"], ["b2"], name="power4"),
+        helper.make_node("Mul", ["b2", "b2"], ["b3"], name="power8"),
+        helper.make_node("Mul", ["b3", "b3"], ["b4"], name="power16"),
+        helper.make_node("Mul", ["b4", "tiny"], ["b5"], name="scale_down"),
+        helper.make_node("Sqrt", ["b5"], ["b6"], name="root_b"),
+        helper.make_node("Neg", ["b6"], ["YB"], name="negate_b"),
+    ]
+    outputs = [helper.make_tensor_value_info(name, TensorProto.FLOAT, [1, 16]) for name in ("YA", "YB")]
+    return _model(nodes, [x], outputs, consts)
+
+
+INT8_SENSITIVE = ("outlier_matmul",)  # what int8_outlier needs left unquantized
+
+
+def int8_outlier(size: int = 16) -> onnx.ModelProto:
+    """X[4,16] -> MatMul -> Relu -> MatMul -> Relu -> MatMul -> Y, all named; the weights of ``outlier_matmul`` are
+    small but for one outlier, so per-tensor int8 rounds all its other weights to zero (INT8_SENSITIVE); the
+    others quantize well. With --atol 1e-2 --rtol 5e-2 int8 fails, and passes with outlier_matmul unquantized."""
+    rng = np.random.default_rng(0)
+    w1 = rng.uniform(0.5, 1.0, (size, size)).astype(np.float32) / size
+    w2 = rng.uniform(0.5, 1.0, (size, size)).astype(np.float32) / size
+    w2[0, 0] = 50.0
+    w3 = rng.uniform(0.5, 1.0, (size, size)).astype(np.float32) / size
+    weights = [numpy_helper.from_array(w, name) for w, name in ((w1, "W1"), (w2, "W2"), (w3, "W3"))]
+    x = helper.make_tensor_value_info("X", TensorProto.FLOAT, [4, size])
+    nodes = [helper.make_node("MatMul", ["X", "W1"], ["h1"], name="first_matmul"),
+             helper.make_node("Relu", ["h1"], ["r1"], name="first_relu"),
+             helper.make_node("MatMul", ["r1", "W2"], ["h2"], name="outlier_matmul"),
+             helper.make_node("Relu", ["h2"], ["r2"], name="second_relu"),
+             helper.make_node("MatMul", ["r2", "W3"], ["Y"], name="last_matmul")]
+    return _model(nodes, [x], [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [4, size])], weights)

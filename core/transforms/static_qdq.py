@@ -3,7 +3,8 @@
 Weights and activations are quantized per tensor, calibrated on ``--calibration-iterations`` feeds from the same
 data the run uses (synthetic, saved or script data). With ``--calibration-cache PATH`` the calibrated ranges are
 read from PATH when it exists (no calibration data is drawn then), and written there otherwise: a JSON file that
-records its calibration method, so an int8 cache is refused for fp8 and the other way round.
+records its calibration method, so an int8 cache is refused for fp8 and the other way round. ``--no-quantize``
+names nodes (or op types) the quantizer leaves in float (its ``nodes_to_exclude``).
 
 In the result each quantized tensor's name is its DequantizeLinear output, the value the quantized model gives it
 (cmpx.transforms.dequantized_names), so per-layer comparison compares that, not the value before quantization.
@@ -75,6 +76,7 @@ class StaticQuantization:
         self.calibrated_from_cache = bool(cache and os.path.isfile(cache))
         reader = None if self.calibrated_from_cache else Reader(calibration(self.options.calibration_iterations))
         model = load_for_transform(model_path, loads=lambda tensor: False)  # the quantizer reads the weights
+        excluded = excluded_nodes(model, self.options.no_quantize)
         source_model = _raised_opset(model) if kind.raise_opset else model
         with tempfile.TemporaryDirectory(prefix=f"cmpx-{self.kind}-") as scratch:
             source = os.path.join(scratch, "model.onnx")
@@ -90,13 +92,30 @@ class StaticQuantization:
                                     weight_type=getattr(QuantType, kind.quant_type),
                                     calibrate_method=getattr(CalibrationMethod, kind.calibration),
                                     extra_options=dict(kind.extra_options), calibration_cache_path=cache,
+                                    nodes_to_exclude=excluded,
                                     use_external_data_format=external)
             except (ValueError, RuntimeError, KeyError, TypeError) as exc:
                 raise UsageError(f"{self.kind}: ONNX Runtime's quantizer failed on {model_path}: {exc}") from exc
             finally:
                 root.setLevel(level)
-        _check_quantized(self.kind, model, output_path)
+        if not excluded:  # with nodes left out on purpose, a graph with nothing quantized is what was asked
+            _check_quantized(self.kind, model, output_path)
         _name_dequantized_values(output_path)
+
+
+def excluded_nodes(model, words: tuple[str, ...]) -> list[str]:
+    """The names of the nodes --no-quantize leaves unquantized: each word a node name or an op type (all its nodes);
+    a word that is neither is a UsageError. A node without a name cannot be named to the quantizer."""
+    names = {node.name for node in model.graph.node if node.name}
+    by_type: dict[str, list[str]] = {}
+    for node in model.graph.node:
+        by_type.setdefault(node.op_type, []).append(node.name)
+    unknown = [word for word in words if word not in names and word not in by_type]
+    if unknown:
+        raise UsageError(f"--no-quantize: {unknown[0]!r} is neither a node name nor an op type of the model; "
+                         "list the nodes with: cmpx tensors MODEL")
+    chosen = [name for word in words for name in ([word] if word in names else by_type[word]) if name]
+    return list(dict.fromkeys(chosen))
 
 
 def _name_dequantized_values(output_path: str) -> None:

@@ -1,0 +1,146 @@
+"""cmpx precision through the real CLI, real workers and real backends: on models with planted precision-sensitive
+nodes it keeps exactly them, and an independent cmpx run with the list written passes (and fails without any one
+of them); Ctrl-C writes the best set so far; bad input is one line, exit 2, before any inference."""
+
+import re
+import signal
+import subprocess
+import sys
+
+import onnx
+import pytest
+
+from cmpx.precision.search import candidate_bound
+from cmpx.testing import models as modelgen
+from conftest import REPO, interruptible
+
+FP16 = ["--backend", "onnxref:fp16", "--reference", "onnxref", "--val-range", "X:[1,2.5]", "--atol", "1e-2",
+        "--rtol", "2e-2"]
+INT8 = ["--backend", "onnxrt:int8", "--reference", "onnxrt", "--atol", "1e-2", "--rtol", "5e-2"]
+CANDIDATE = re.compile(r"^candidate \d+ \((grow|shrink|check)\): keep \d+/\d+ \(.*\): (passed|FAILED \(.*\)) "
+                       r"\(\d+\.\d s\) \| best: (\d+|-)$")
+
+
+def _listed(path):
+    return [line.strip() for line in open(path) if line.strip() and not line.startswith("#")]
+
+
+def _candidates(output):
+    return [line for line in output.splitlines() if line.startswith("candidate ")]
+
+
+def test_fp16_keeps_exactly_the_planted_nodes_and_a_run_with_the_list_passes(run_cli, tmp_path):
+    model = modelgen.save(modelgen.fp16_islands(), tmp_path / "islands.onnx")
+    out = tmp_path / "kept.txt"
+    result = run_cli("precision", model, *FP16, "-o", out)
+    assert result.exit_code == 0, result.output
+    assert _listed(out) == list(modelgen.FP16_SENSITIVE)  # in graph order
+    lines = _candidates(result.output)
+    assert all(CANDIDATE.match(line) for line in lines), lines
+    assert 0 < len(lines) <= candidate_bound(14, 4)
+    assert "nothing kept: FAILED" in result.output and "all 14 nodes kept: passed" in result.output
+    assert "in float32: 4 of 14 node(s) the fp16 transform changes (14 in the model)" in result.output
+    assert "PASSED | 1 comparison(s)" in result.output  # the checking run's own report, with its statistics
+    assert result.output.strip().endswith("verdict: PASSED with the list (" + str(out) + ") (exit 0)")
+    transformed = onnx.load(str(tmp_path / "kept.fp16.onnx"))
+    assert {n.name for n in transformed.graph.node} >= set(modelgen.FP16_SENSITIVE)
+    assert any(t.data_type == onnx.TensorProto.FLOAT16 for t in transformed.graph.initializer)
+    # checked independently: the list passes, and without its first node it fails
+    again = run_cli("run", model, *FP16[:2], "--backend", "onnxref", *FP16[4:], "--keep-fp32", f"@{out}")
+    assert again.exit_code == 0, again.output
+    fewer = tmp_path / "fewer.txt"
+    fewer.write_text("\n".join(_listed(out)[1:]) + "\n")
+    failing = run_cli("run", model, *FP16[:2], "--backend", "onnxref", *FP16[4:], "--keep-fp32", f"@{fewer}")
+    assert failing.exit_code == 1, failing.output
+
+
+def test_int8_leaves_exactly_the_outlier_matmul_unquantized(run_cli, tmp_path):
+    model = modelgen.save(modelgen.int8_outlier(), tmp_path / "outlier.onnx")
+    out = tmp_path / "unquantized.txt"
+    result = run_cli("precision", model, *INT8, "-o", out)
+    assert result.exit_code == 0, result.output
+    assert _listed(out) == list(modelgen.INT8_SENSITIVE)
+    assert "unquantized: 1 of 5 node(s) the int8 transform changes" in result.output
+    assert "256 of 768 float weight elements (33.3%)" in result.output
+    assert len(_candidates(result.output)) <= candidate_bound(5, 1)
+    again = run_cli("run", model, *INT8[:2], "--backend", "onnxrt", *INT8[4:], "--no-quantize", f"@{out}")
+    assert again.exit_code == 0, again.output
+    quantized = onnx.load(str(tmp_path / "unquantized.int8.onnx")).graph.node
+    assert [n.op_type for n in quantized if n.name == "outlier_matmul"] == ["MatMul"]
+    assert "W2" in {i for n in quantized if n.name == "outlier_matmul" for i in n.input}  # its weights unquantized
+
+
+def test_max_candidates_stops_the_search_with_the_smallest_set_seen_passing(run_cli, tmp_path):
+    model = modelgen.save(modelgen.int8_outlier(), tmp_path / "outlier.onnx")
+    out = tmp_path / "unquantized.txt"
+    # the reference is the backend without a transform, whatever the order and without --reference
+    result = run_cli("precision", model, "--backend", "onnxrt", "--backend", "onnxrt:int8", *INT8[4:], "-o", out,
+                     "--max-candidates", "2")
+    assert len(_candidates(result.output)) == 2, result.output
+    assert "stopped at --max-candidates 2" in result.output and "onnxrt:int8 against onnxrt" in result.output
+    assert result.exit_code == 0 and "outlier_matmul" in _listed(out), result.output
+
+
+def test_ctrl_c_writes_the_smallest_set_seen_passing_and_exits_130(tmp_path):
+    model = modelgen.save(modelgen.fp16_islands(), tmp_path / "islands.onnx")
+    out = tmp_path / "kept.txt"
+    process = subprocess.Popen([sys.executable, "-m", "cmpx", "precision", str(model), *FP16, "-o", str(out)],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO,
+                               preexec_fn=interruptible)
+    seen = []
+    for line in process.stdout:
+        seen.append(line)
+        if line.startswith("candidate ") and re.search(r"best: \d+$", line.strip()):
+            process.send_signal(signal.SIGINT)
+            break
+    printed = "".join(seen) + process.stdout.read()
+    assert process.wait(timeout=60) == 130, printed
+    assert "interrupted after" in printed and "wrote the smallest set seen passing" in printed
+    assert set(modelgen.FP16_SENSITIVE) <= set(_listed(out)), printed
+    assert "interrupted after" in open(out).readline()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--backend", "onnxref", "--reference", "onnxrt"], "one backend on a reduced-precision model"),
+    (["--backend", "onnxref:fp16", "--backend", "onnxrt:fp16", "--reference", "onnxref"],
+     "one backend on a reduced-precision model"),
+    (FP16 + ["--mark-all"], "cmpx precision does not take --mark-all"),
+    (FP16 + ["--keep-fp32", "@missing.txt"], "--keep-fp32 list not found: missing.txt"),
+    (FP16 + ["--max-candidates", "0"], "0 is not in the range x>=1"),
+])
+def test_bad_usage_is_refused_before_anything_runs(run_cli, tmp_path, args, message):
+    model = modelgen.save(modelgen.fp16_islands(), tmp_path / "islands.onnx")
+    result = run_cli("precision", model, *args, "-o", tmp_path / "kept.txt")
+    assert result.exit_code == 2, result.output
+    assert message in result.output and "Traceback" not in result.output
+    assert "nothing kept" not in result.output and not (tmp_path / "kept.txt").exists()
+
+
+def test_no_quantize_and_keep_fp32_name_nodes_that_exist(run_cli, tmp_path):
+    model = modelgen.save(modelgen.int8_outlier(), tmp_path / "outlier.onnx")
+    listed = tmp_path / "list.txt"
+    listed.write_text("# a comment\nno_such_node\n")
+    for option, backend in (("--no-quantize", "onnxrt:int8"), ("--keep-fp32", "onnxrt:fp16")):
+        result = run_cli("run", model, "--backend", backend, "--backend", "onnxrt", option, f"@{listed}")
+        assert result.exit_code == 2, result.output
+        assert f"{option}: 'no_such_node' is neither a node name nor an op type" in result.output
+
+
+def test_a_crash_is_one_more_failing_observation(run_cli, tmp_path):
+    # a backend that crashes on every model holding a Sqrt: nothing kept fails, and so does everything kept, which
+    # is said (exit 1), not taken for the end of cmpx
+    model = modelgen.save(modelgen.fp16_islands(), tmp_path / "islands.onnx")
+    result = run_cli("precision", model, "--backend", "crashing:fp16", "--crashing-op", "Sqrt", "--reference",
+                     "onnxrt", *FP16[4:], "-o", tmp_path / "kept.txt", plugins=["cmpx_test_crashing"])
+    assert result.exit_code == 1, result.output
+    assert "nothing kept: FAILED (crash: crashing:fp16 signal SIGSEGV during infer)" in result.output
+    assert "all 14 nodes kept: FAILED (crash" in result.output and "does not pass either" in result.output
+
+
+def test_a_reference_that_fails_on_the_model_itself_stops_it_with_exit_3(run_cli, tmp_path):
+    model = modelgen.save(modelgen.fp16_islands(), tmp_path / "islands.onnx")
+    result = run_cli("precision", model, "--backend", "onnxref:fp16", "--reference", "faulty", "--faulty-fault",
+                     "load:raise", *FP16[4:], "-o", tmp_path / "kept.txt", plugins=["cmpx_test_faulty"])
+    assert result.exit_code == 3, result.output
+    assert "cannot search: the reference faulty failed on the model itself (error during load)" in result.output
+    assert "candidate" not in result.output and not (tmp_path / "kept.txt").exists()
