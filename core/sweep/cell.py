@@ -1,5 +1,6 @@
 """One cell of a sweep, run in the calling process: the same run as ``cmpx run MODEL ARGS...``, through the public
-``Session``, with its own worker processes.
+``Session``, with its own worker processes, after checking that this node has what the sweep fingerprinted
+(cmpx.sweep.node_check), with the run's thread settings (cmpx.sweep.threads).
 
 The calling thread must be its process's main thread: cmpx's workers ask the kernel to kill them when the thread
 that started them ends (PR_SET_PDEATHSIG). A local sweep calls this in a runner process of its own
@@ -20,7 +21,9 @@ from dataclasses import replace
 from typing import Any
 
 from cmpx.errors import ExitCode
+from cmpx.sweep.node_check import node_problem
 from cmpx.sweep.outcome import CellOutcome
+from cmpx.sweep.threads import thread_settings
 
 
 def run_cell(task: dict[str, Any]) -> CellOutcome:
@@ -32,6 +35,9 @@ def run_cell(task: dict[str, Any]) -> CellOutcome:
     started = time.monotonic()
     lines: list[str] = []
     outcome = CellOutcome(ExitCode.INTERNAL, host=socket.gethostname(), pid=os.getpid())
+    problem = node_problem(task, outcome.host or "this node")  # the model's path is absolute
+    if problem is not None:  # not the inputs the sweep fingerprinted: no result to keep under that fingerprint
+        return _finish(replace(outcome, exit_code=ExitCode.USAGE, failure=problem), lines, started)
     here = os.getcwd()
     try:
         os.chdir(task["cwd"])  # relative paths in the args are relative to the sweep file, as its globs are
@@ -40,8 +46,11 @@ def run_cell(task: dict[str, Any]) -> CellOutcome:
                           f"file's directory) on {outcome.host}: {exc.strerror}; every node must see the sweep's "
                           "files at the same path")
         return _finish(outcome, lines, started)
+    threads = task.get("threads") or 1
+    outcome = replace(outcome, threads=threads)
     try:
-        report = _run(task, lines)
+        with thread_settings(threads):
+            report = _run(task, lines)
         outcome = replace(outcome, exit_code=report.exit_code, report=report.to_dict())
     except RunInterrupted as exc:
         outcome = replace(outcome, exit_code=ExitCode.INTERRUPTED, failure="interrupted",

@@ -14,7 +14,8 @@ from cmpx.reports.json_report import RunSummary
 class CellOutcome:
     """What running one cell gave: ``exit_code`` (what ``cmpx run`` would exit with), ``report`` (the
     --report-json document, or None when the run never started), ``failure`` (why the cell gave no verdict),
-    ``log`` (the text report ``cmpx run`` would print, and the error), ``seconds``, ``host``, ``pid``."""
+    ``log`` (the text report ``cmpx run`` would print, and the error), ``seconds``, ``host``, ``pid``, ``threads``
+(what its backends computed with; None when it never started)."""
 
     exit_code: int
     report: dict[str, Any] | None = None
@@ -23,6 +24,7 @@ class CellOutcome:
     seconds: float | None = None
     host: str | None = None
     pid: int | None = None
+    threads: int | None = None
 
     @property
     def interrupted(self) -> bool:
