@@ -28,6 +28,9 @@ BAD_FILES = [
                                                                    "strings"),
     ('models = "zoo/*.onnx"\n' + RUN + 'resources = {GPU = "one"}\n', "sweep.toml:5: runs[0].resources: GPU = 'one'"),
     ('models = "zoo/*.onnx"\n[defaults]\nargz = []\n' + RUN, "sweep.toml:3: defaults.argz: unknown key"),
+    ('models = "zoo/*.onnx"\n' + RUN + 'threads = 0\n', "sweep.toml:5: runs[0].threads: must be a whole number of "
+                                                        "threads >= 1, got 0"),
+    ('models = "zoo/*.onnx"\n[defaults]\nthreads = "2"\n' + RUN, "sweep.toml:3: defaults.threads: must be a whole"),
     ('models = "zoo/*.onnx"\nruns = [\n', "sweep.toml: invalid TOML: "),
     # the runs' args, parsed by cmpx run's own command and preflight
     ('models = "zoo/*.onnx"\n[[runs]]\nname = "x"\nargs = "--backend onnxrt --bogus"\n',
@@ -67,6 +70,15 @@ def test_paths_per_model_and_relative_paths_are_accepted(tmp_path):
     matrix = cells(read, check_runs(read))
     assert [cell.words[-1] for cell in matrix] == ["golden/zoo/conv", "golden/zoo/gather"]  # {model} filled in
     assert len({cell.key for cell in matrix}) == 2
+
+
+def test_a_runs_threads_are_given_or_the_cpus_its_cells_reserve(tmp_path):
+    sweep = write_zoo(tmp_path, names=("conv",))
+    sweep.write_text('models = "zoo/*.onnx"\n[defaults]\nthreads = 3\n' + RUN.replace('"ref"', '"given"')
+                     + RUN.replace('"ref"', '"own"') + "threads = 2\nresources = {CPU = 4}\n")
+    assert [r.threads for r in read_sweep_file(str(sweep)).runs] == [3, 2]
+    sweep.write_text('models = "zoo/*.onnx"\n' + RUN + RUN.replace('"ref"', '"cpus"') + "resources = {CPU = 1.5}\n")
+    assert [r.threads for r in read_sweep_file(str(sweep)).runs] == [1, 2]
 
 
 def test_a_missing_sweep_file_and_bad_options(tmp_path, run_cli):
