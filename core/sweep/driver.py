@@ -69,12 +69,12 @@ def run_sweep(options: SweepOptions, echo: Callable[[str], None], terminal: Prog
     copies: dict[str, list[Cell]] = {}  # a cell to run -> the cells of the same inputs that take its result
     for group in same_inputs(matrix, fingerprints):
         kept = {cell.key: store.reusable(cell, fingerprints[cell.key], options.rerun) for cell in group}
-        source = next((cell for cell in group if kept[cell.key] is not None), None)
+        source = next(((cell, record) for cell in group if (record := kept[cell.key]) is not None), None)
         for cell in group:
             record = kept[cell.key]
             if record is None and source is not None:  # a model file of the same content was kept: take its result
-                record = store.save(cell, fingerprints[cell.key], store.kept_outcome(source, kept[source.key]),
-                                    same_as=source.label)
+                record = store.save(cell, fingerprints[cell.key], store.kept_outcome(*source),
+                                    same_as=source[0].label)
             if record is not None:
                 entries[cell.key] = CellEntry.of(cell.label, cell.run_name, record, store.report(cell, record),
                                                  cell.key, reused=True)

@@ -13,8 +13,7 @@
     name = "trt-fp16"
     args = "--backend trt:fp16 --backend onnxrt --atol 1e-2"  # one string is split as a shell would
     resources = {GPU = 1}                           # what a cell of this run needs (Ray executor)
-    threads = 4                                     # threads each backend computes with [default: the CPUs
-                                                    # the cell reserves, resources.CPU, else 1]
+    threads = 4                                     # each backend's threads [default: resources.CPU, else 1]
 
 Every problem is a UsageError naming the file, the line (where it can be found) and the key.
 """
