@@ -4,7 +4,8 @@ Ray runs a 1-CPU task with ``OMP_NUM_THREADS=1``, which every process the task s
 process has no such setting: the backends then split their sums differently and report other numbers for the same
 cell. A cell therefore sets these variables itself, for the duration of its run, to the ``threads`` of its run
 (cmpx.sweep.sweepfile.RunSpec.threads); its worker processes inherit them. ONNX Runtime's backend takes
-``OMP_NUM_THREADS`` as its intra-op thread count (cmpx_onnxrt.backend), numpy's BLAS (onnx.reference) reads its own.
+``OMP_NUM_THREADS`` as its intra-op thread count (cmpx_onnxrt.backend), the OpenVINO example plugin as its
+INFERENCE_NUM_THREADS, numpy's BLAS (onnx.reference) reads its own.
 """
 
 from __future__ import annotations
