@@ -87,6 +87,8 @@ def test_a_missing_sweep_file_and_bad_options(tmp_path, run_cli):
     sweep = write_zoo(tmp_path, names=("conv",))
     address = run_cli("sweep", sweep, "--out", tmp_path / "out", "--ray-address", "ray://x:10001")
     assert address.exit_code == 2 and "--ray-address is for --executor ray" in address.output
+    shipped = run_cli("sweep", sweep, "--out", tmp_path / "out", "--ship-models")
+    assert shipped.exit_code == 2 and "--ship-models is for --executor ray" in shipped.output
     assert run_cli("sweep", sweep, "--out", tmp_path / "out", "--jobs", "0").exit_code == 2
 
 

@@ -96,13 +96,17 @@ def _run(task: dict[str, Any], lines: list[str]):
 
 def run_cell_task(task: dict[str, Any]) -> CellOutcome:
     """A Ray task's body. Ray runs a task on its worker process's main thread; should it ever not, the cell runs
-    in a runner process started from this thread instead, which keeps the cell's workers tied to a live thread."""
-    if threading.current_thread() is threading.main_thread():
-        return run_cell(task)
-    from cmpx.sweep.runner_process import RunnerProcess
+    in a runner process started from this thread instead, which keeps the cell's workers tied to a live thread.
+    A model shipped through Ray's object store (--ship-models) is written to a file of this node first."""
+    from cmpx.sweep.shipping import shipped_model
 
-    runner = RunnerProcess()
-    try:
-        return runner.run(task)
-    finally:
-        runner.stop()
+    with shipped_model(task) as here:
+        if threading.current_thread() is threading.main_thread():
+            return run_cell(here)
+        from cmpx.sweep.runner_process import RunnerProcess
+
+        runner = RunnerProcess()
+        try:
+            return runner.run(here)
+        finally:
+            runner.stop()

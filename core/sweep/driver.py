@@ -43,6 +43,7 @@ class SweepOptions:
     rerun: str | None = None
     plugin_args: tuple[str, ...] = ()
     force_out: bool = False  # --force-out: write into a directory that is not a sweep's results
+    ship_models: bool = False  # --ship-models: model files reach Ray's nodes through its object store
 
 
 def run_sweep(options: SweepOptions, echo: Callable[[str], None], terminal: Progress | None = None,
@@ -56,6 +57,8 @@ def run_sweep(options: SweepOptions, echo: Callable[[str], None], terminal: Prog
         raise UsageError(f"--executor {options.executor}: choose one of {', '.join(EXECUTORS)}")
     if options.ray_address and options.executor != "ray":
         raise UsageError("--ray-address is for --executor ray")
+    if options.ship_models and options.executor != "ray":
+        raise UsageError("--ship-models is for --executor ray (local cells read the model files themselves)")
     sweep = read_sweep_file(options.file)
     runs = check_runs(sweep, options.plugin_args)
     executor, jobs_text = _executor(options, sweep, len(sweep.models) * len(runs),
@@ -106,7 +109,8 @@ def _executor(options: SweepOptions, sweep: SweepFile, cells: int,
     if options.executor == "ray":
         from cmpx.sweep.ray_executor import RayExecutor
 
-        executor = RayExecutor(options.ray_address, options.jobs or default_jobs(sweep.models), options.jobs, warn)
+        executor = RayExecutor(options.ray_address, options.jobs or default_jobs(sweep.models), options.jobs, warn,
+                               options.ship_models)
         return executor, f"executor ray: {executor.describe()}" + (
             f", at most {options.jobs} cells at once" if options.jobs else "")
     from cmpx.sweep.local import LocalExecutor
