@@ -156,7 +156,8 @@ resources = {elsewhere = 1}
         shutil.rmtree(temp, ignore_errors=True)
 
 
-def test_a_node_whose_path_holds_another_model_fails_that_cell_naming_the_host_until_the_model_is_shipped(tmp_path, two_nodes):
+def test_a_node_whose_path_holds_another_model_fails_that_cell_naming_the_host_until_the_model_is_shipped(
+        tmp_path, two_nodes):
     sweep, address, env = two_nodes
     out = tmp_path / "out"
     command = [sys.executable, "-m", "cmpx", "sweep", str(sweep), "--out", str(out), "--executor", "ray",

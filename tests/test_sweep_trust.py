@@ -11,6 +11,7 @@ import socket
 from cmpx.errors import ExitCode
 from cmpx.sweep.cell import run_cell
 from cmpx.sweep.matrix import cells, check_runs, model_digest
+from cmpx.sweep.same_inputs import same_inputs
 from cmpx.sweep.sweepfile import read_sweep_file
 from cmpx.sweep.threads import THREAD_VARIABLES, thread_settings
 from cmpx.testing import models as modelgen
@@ -75,6 +76,26 @@ args = "--backend onnxrt --backend onnxref --data-loader-script probe.py"
     assert again.exit_code == 0 and "6 cells | 6 kept from an earlier sweep, 0 to run |" in again.output
     assert len((tmp_path / "seen.txt").read_text().splitlines()) == 2
     assert _cell_json(out, "more__conv.onnx--two")["same_as"] == "zoo/conv.onnx"
+
+
+def test_models_of_the_same_bytes_with_external_weights_are_not_taken_for_one_another(tmp_path):
+    # Two checkpoints of one architecture, exported with external weights: the same .onnx bytes, other weights.
+    for seed, folder in ((0, "a"), (1, "b")):
+        (tmp_path / "zoo" / folder).mkdir(parents=True)
+        modelgen.save_with_external_data(modelgen.conv_model(seed=seed), tmp_path / "zoo" / folder)
+    (tmp_path / "copy").mkdir()
+    modelgen.save(modelgen.conv_model(), tmp_path / "copy" / "one.onnx")
+    shutil.copy(tmp_path / "copy" / "one.onnx", tmp_path / "copy" / "two.onnx")
+    sweep = tmp_path / "sweep.toml"
+    sweep.write_text('models = ["zoo/*/model.onnx", "copy/*.onnx"]\n'
+                     '[[runs]]\nname = "ref"\nargs = "--backend onnxrt"\n')
+    read = read_sweep_file(str(sweep))
+    matrix = cells(read, check_runs(read))
+    fingerprints = {cell.key: cell.fingerprint(model_digest(cell.model)) for cell in matrix}
+    a, b, one, two = matrix
+    assert fingerprints[a.key] == fingerprints[b.key]  # the weights are not part of it (docs/sweep.md says so)
+    assert [[cell.label for cell in group] for group in same_inputs(matrix, fingerprints)] == [
+        ["zoo/a/model.onnx"], ["zoo/b/model.onnx"], ["copy/one.onnx", "copy/two.onnx"]]
 
 
 def test_a_resumed_sweep_runs_again_what_other_plugins_or_framework_versions_gave(tmp_path, run_cli):
