@@ -1,7 +1,8 @@
 """cmpx sweep on a real Ray cluster of two nodes started as a user would (``ray start``): a head, and a second node
 in a mount namespace of its own (``unshare -m``) where the sweep's model path holds another model. A cell that
 runs there must say so, naming the host, and never pass that model off as the fingerprinted one; with
---ship-models it runs the model's bytes sent through Ray's object store instead (issue 31, item 4).
+--ship-models it runs the model's bytes sent through Ray's object store instead (issue 31, item 4). A cell on Ray
+computes with its run's threads, not Ray's OMP_NUM_THREADS=1 (item 5).
 Skipped, saying why, where Ray is not installed or a mount namespace cannot be made (it needs root)."""
 
 import os
@@ -18,7 +19,7 @@ import time
 import pytest
 
 from conftest import REPO
-from sweep_zoo import summary, verdicts, write_zoo
+from sweep_zoo import THREAD_PROBE, summary, verdicts, write_zoo
 
 pytest.importorskip("ray", reason="Ray is not installed: pip install 'cmpx[ray]' (.ci/run installs it)")
 
@@ -127,7 +128,8 @@ def two_nodes(tmp_path):
     sweep = write_zoo(tmp_path, names=("conv", "gather"), runs="""
 [[runs]]
 name = "here"
-args = ["--backend", "onnxrt", "--backend", "onnxref"]
+args = ["--backend", "onnxrt", "--backend", "onnxref", "--data-loader-script", "probe.py"]
+threads = 2
 
 [[runs]]
 name = "there"
@@ -135,6 +137,7 @@ args = ["--backend", "onnxrt", "--backend", "onnxref"]
 resources = {elsewhere = 1}
 """)
     sweep.write_text(sweep.read_text().replace("zoo/*.onnx", "zoo/conv.onnx"))
+    (tmp_path / "probe.py").write_text(THREAD_PROBE)
     temp = tempfile.mkdtemp(prefix="rt", dir="/tmp")  # short: Ray's socket paths must fit in 107 bytes
     # HOME: a ~/.ray/auth_token of the user's (or of another Ray on the machine) is not this cluster's
     env = dict(os.environ, RAY_TMPDIR=temp, RAY_USAGE_STATS_ENABLED="0", HOME=temp)
@@ -170,6 +173,8 @@ def test_a_node_whose_path_holds_another_model_fails_that_cell_naming_the_host_u
     assert there["failure"]["message"].startswith(
         f"model file {tmp_path / 'zoo' / 'conv.onnx'} on {host} is not the one the sweep fingerprinted (SHA-256 ")
     assert there["report"] is None and there["host"] == host
+    # the 1-CPU Ray task computed with its run's 2 threads, not the OMP_NUM_THREADS=1 Ray gives such a task
+    assert (tmp_path / "seen.txt").read_text().splitlines() == ["2 2 2"]
 
     # Such a result is never kept: the same sweep runs it again, here with the model's bytes shipped through Ray's
     # object store, so that node runs the fingerprinted model whatever its path holds.

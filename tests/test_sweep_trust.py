@@ -16,18 +16,8 @@ from cmpx.sweep.sweepfile import read_sweep_file
 from cmpx.sweep.threads import THREAD_VARIABLES, thread_settings
 from cmpx.testing import models as modelgen
 
-from sweep_zoo import summary, write_zoo
+from sweep_zoo import THREAD_PROBE, summary, write_zoo
 
-# A data loader that notes, in the cell's own process, the thread settings the run's workers inherit.
-PROBE = """import os
-import numpy as np
-
-
-def load_data():
-    with open(os.path.join(os.path.dirname(__file__), "seen.txt"), "a") as f:
-        f.write(" ".join(os.environ.get(name, "-") for name in {names!r}) + "\\n")
-    yield {{"X": np.ones((1, 3, 8, 8), np.float32)}}
-"""
 
 
 def _cell_json(out, key):
@@ -45,7 +35,7 @@ threads = 2
 name = "one"
 args = "--backend onnxrt --backend onnxref --data-loader-script probe.py"
 """)
-    (tmp_path / "probe.py").write_text(PROBE.format(names=THREAD_VARIABLES))
+    (tmp_path / "probe.py").write_text(THREAD_PROBE)
     (tmp_path / "copy").mkdir()
     shutil.copy(tmp_path / "zoo" / "conv.onnx", tmp_path / "copy" / "conv.onnx")
     sweep.write_text(sweep.read_text().replace('models = ["zoo/*.onnx"]', 'models = ["zoo/*.onnx", "copy/*.onnx"]'))
