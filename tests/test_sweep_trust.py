@@ -11,6 +11,7 @@ import socket
 from cmpx.errors import ExitCode
 from cmpx.sweep.cell import run_cell
 from cmpx.sweep.matrix import cells, check_runs, model_digest
+from cmpx.sweep.node_check import node_problem
 from cmpx.sweep.same_inputs import same_inputs
 from cmpx.sweep.sweepfile import read_sweep_file
 from cmpx.sweep.threads import THREAD_VARIABLES, thread_settings
@@ -135,6 +136,12 @@ def test_a_cell_checks_where_it_runs_that_it_has_what_was_fingerprinted(tmp_path
     older = dict(task["frameworks"], onnxrt=["onnxruntime", "1.0.0"])
     assert failure(frameworks=older).startswith(f"{host} has onnxruntime {task['frameworks']['onnxrt'][1]} for "
                                                 "backend onnxrt, the sweep fingerprinted onnxruntime 1.0.0")
+    missing = dict(task["framework_names"], onnxrt=["onnxruntime-nowhere"])
+    assert failure(framework_names=missing).startswith(f"{host} has no onnxruntime-nowhere for backend onnxrt, the "
+                                                       "sweep fingerprinted onnxruntime")
+    # the same version of another of the backend's distributions (onnxruntime-gpu where the sweep ran) is fine
+    gpu = dict(task["frameworks"], onnxrt=["onnxruntime-gpu", task["frameworks"]["onnxrt"][1]])
+    assert node_problem(dict(task, frameworks=gpu), host) is None
     assert failure(cmpx_version="0.0.1").startswith(f"{host} has cmpx {task['cmpx_version']}, the sweep "
                                                     "fingerprinted cmpx 0.0.1")
 

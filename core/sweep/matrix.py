@@ -37,6 +37,8 @@ class CheckedRun:
     spec: RunSpec
     plugin_args: tuple[str, ...]
     frameworks: Mapping[str, tuple[str, str] | None] = dataclasses.field(default_factory=dict)
+    framework_names: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)  # each backend's
+    # distributions, in its order of preference (onnxruntime, onnxruntime-gpu...): a node may have another one
 
 
 @dataclass(frozen=True)
@@ -58,7 +60,8 @@ class Cell:
         which checks there what was fingerprinted (cmpx.sweep.node_check)."""
         return {"model": self.model, "words": list(self.words), "cwd": base, "plugins": list(self.run.plugin_args),
                 "key": self.key, "threads": self.run.spec.threads, "model_sha256": model_digest,
-                "cmpx_version": __version__, "frameworks": _plain(self.run.frameworks)}
+                "cmpx_version": __version__, "frameworks": _plain(self.run.frameworks),
+                "framework_names": {backend: list(names) for backend, names in self.run.framework_names.items()}}
 
     def fingerprint(self, model_digest: str) -> dict:
         """The inputs that decide whether an earlier result of this cell still holds (the model's path is not
@@ -110,7 +113,8 @@ def check_runs(sweep: SweepFile, plugin_args: Sequence[str] = ()) -> tuple[Check
                                     plugins, settings)
         except UsageError as exc:
             raise UsageError(f"{where}: {exc}") from None
-        checked.append(CheckedRun(run, args, _frameworks(checked_run.backends)))
+        checked.append(CheckedRun(run, args, _frameworks(checked_run.backends),
+                                  {b.spec.name: tuple(b.spec.frameworks) for b in checked_run.backends}))
     return tuple(checked)
 
 

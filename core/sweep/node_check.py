@@ -35,19 +35,23 @@ def node_problem(task: Mapping[str, Any], host: str) -> str | None:
     if wanted and wanted != __version__:
         return (f"{host} has cmpx {__version__}, the sweep fingerprinted cmpx {wanted} (where cmpx sweep runs); "
                 "install the same version on every node")
-    return _framework_problem(task.get("frameworks") or {}, host)
+    return _framework_problem(task, host)
 
 
-def _framework_problem(frameworks: Mapping[str, Any], host: str) -> str | None:
+def _framework_problem(task: Mapping[str, Any], host: str) -> str | None:
+    """A backend's framework at another version here than where the sweep runs (of whichever of its distributions
+    is installed: onnxruntime there and onnxruntime-gpu here is fine at the same version)."""
     from cmpx.plugin import installed
 
-    for backend, pinned in frameworks.items():
+    names = task.get("framework_names") or {}
+    for backend, pinned in (task.get("frameworks") or {}).items():
         if not pinned:  # not installed where the sweep runs, or under another Python: nothing to hold it to
             continue
         distribution, version = pinned
-        here = installed.version([distribution])
-        if here != version:
-            has = f"{distribution} {here}" if here else f"no {distribution}"
+        here = next(((name, found) for name in names.get(backend, [distribution])
+                     if (found := installed.version([name]))), None)
+        if here is None or here[1] != version:
+            has = f"{here[0]} {here[1]}" if here else f"no {' or '.join(names.get(backend, [distribution]))}"
             return (f"{host} has {has} for backend {backend}, the sweep fingerprinted {distribution} {version} "
                     "(where cmpx sweep runs); install the same version on every node, or run cmpx sweep where it "
                     "is installed")
