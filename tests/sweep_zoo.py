@@ -4,6 +4,7 @@ import json
 import os
 from pathlib import Path
 
+from cmpx.sweep.threads import THREAD_VARIABLES
 from cmpx.testing import models as modelgen
 
 # Two runs: onnxrt against the reference evaluator (every model passes), and the fp16 graph against fp32 at the
@@ -27,6 +28,19 @@ VERDICTS = {
     ("zoo/gather.onnx", "ref"): "passed", ("zoo/gather.onnx", "fp16"): "passed",
     ("zoo/matmul.onnx", "ref"): "passed", ("zoo/matmul.onnx", "fp16"): "mismatch",
 }
+
+# A data loader (--data-loader-script probe.py, for zoo/conv.onnx) that notes in seen.txt, from the cell's own
+# process, the thread settings the run's workers inherit.
+THREAD_PROBE = """import os
+import numpy as np
+
+
+def load_data():
+    with open(os.path.join(os.path.dirname(__file__), "seen.txt"), "a") as f:
+        f.write(" ".join(os.environ.get(name, "-") for name in NAMES) + "\\n")
+    yield {"X": np.ones((1, 3, 8, 8), np.float32)}
+""".replace("NAMES", repr(THREAD_VARIABLES))
+
 
 BUILDERS = {"conv": modelgen.conv_model, "gather": modelgen.gather_model, "matmul": modelgen.matmul_chain}
 

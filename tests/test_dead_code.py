@@ -24,7 +24,6 @@ ALLOWED = {
         "register_backends", "register_data_loaders", "register_metrics", "register_model_transforms")},
     ("backends/onnxref/backend.py", "OnnxrefBackend"): "registered by its descriptor's dotted name",
     ("backends/trt/backend.py", "TrtBackend"): "registered by its descriptor's dotted name",
-    ("examples/plugins/cmpx-openvino/cmpx_openvino/backend.py", "OpenvinoBackend"): "registered by dotted name",
     ("backends/onnxrt/backend.py", "log_severity_level"): "an onnxruntime.SessionOptions setting",
     ("backends/onnxrt/backend.py", "graph_optimization_level"): "an onnxruntime.SessionOptions setting",
     ("core/testing/framework_api.py", "log_severity_level"): "an onnxruntime.SessionOptions setting",

@@ -102,7 +102,8 @@ def test_the_reader_refuses_what_is_not_a_report_and_reads_non_finite_numbers():
 
 def test_a_cell_record_is_read_back_whole_or_not_at_all():
     record = CellRecord(model="m", model_path="/m.onnx", run="r", exit_code=1, failure=None, seconds=1.0, host="h",
-                        finished="now", fingerprint={"cmpx": "1"}, report="report.json", log="log.txt")
+                        finished="now", fingerprint={"cmpx": "1"}, report="report.json", log="log.txt", threads=1,
+                        same_as=None)
     assert CellRecord.from_dict(json.loads(json.dumps(record.to_dict()))) == record
     partial = record.to_dict()
     del partial["fingerprint"]

@@ -28,6 +28,9 @@ BAD_FILES = [
                                                                    "strings"),
     ('models = "zoo/*.onnx"\n' + RUN + 'resources = {GPU = "one"}\n', "sweep.toml:5: runs[0].resources: GPU = 'one'"),
     ('models = "zoo/*.onnx"\n[defaults]\nargz = []\n' + RUN, "sweep.toml:3: defaults.argz: unknown key"),
+    ('models = "zoo/*.onnx"\n' + RUN + 'threads = 0\n', "sweep.toml:5: runs[0].threads: must be a whole number of "
+                                                        "threads >= 1, got 0"),
+    ('models = "zoo/*.onnx"\n[defaults]\nthreads = "2"\n' + RUN, "sweep.toml:3: defaults.threads: must be a whole"),
     ('models = "zoo/*.onnx"\nruns = [\n', "sweep.toml: invalid TOML: "),
     # the runs' args, parsed by cmpx run's own command and preflight
     ('models = "zoo/*.onnx"\n[[runs]]\nname = "x"\nargs = "--backend onnxrt --bogus"\n',
@@ -69,12 +72,23 @@ def test_paths_per_model_and_relative_paths_are_accepted(tmp_path):
     assert len({cell.key for cell in matrix}) == 2
 
 
+def test_a_runs_threads_are_given_or_the_cpus_its_cells_reserve(tmp_path):
+    sweep = write_zoo(tmp_path, names=("conv",))
+    sweep.write_text('models = "zoo/*.onnx"\n[defaults]\nthreads = 3\n' + RUN.replace('"ref"', '"given"')
+                     + RUN.replace('"ref"', '"own"') + "threads = 2\nresources = {CPU = 4}\n")
+    assert [r.threads for r in read_sweep_file(str(sweep)).runs] == [3, 2]
+    sweep.write_text('models = "zoo/*.onnx"\n' + RUN + RUN.replace('"ref"', '"cpus"') + "resources = {CPU = 1.5}\n")
+    assert [r.threads for r in read_sweep_file(str(sweep)).runs] == [1, 2]
+
+
 def test_a_missing_sweep_file_and_bad_options(tmp_path, run_cli):
     missing = run_cli("sweep", tmp_path / "none.toml", "--out", tmp_path / "out")
     assert missing.exit_code == 2 and "none.toml: No such file or directory" in missing.output
     sweep = write_zoo(tmp_path, names=("conv",))
     address = run_cli("sweep", sweep, "--out", tmp_path / "out", "--ray-address", "ray://x:10001")
     assert address.exit_code == 2 and "--ray-address is for --executor ray" in address.output
+    shipped = run_cli("sweep", sweep, "--out", tmp_path / "out", "--ship-models")
+    assert shipped.exit_code == 2 and "--ship-models is for --executor ray" in shipped.output
     assert run_cli("sweep", sweep, "--out", tmp_path / "out", "--jobs", "0").exit_code == 2
 
 

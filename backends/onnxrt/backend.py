@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import onnxruntime
 
@@ -28,6 +30,9 @@ class OnnxrtBackend(Backend):
                                       onnxruntime.get_available_providers())
         options = onnxruntime.SessionOptions()
         options.log_severity_level = 3  # errors only; warnings go to the worker log
+        threads = os.environ.get("OMP_NUM_THREADS", "")
+        if threads.isdigit() and int(threads) > 0:  # explicit: ONNX Runtime's own default ignores it above the cores
+            options.intra_op_num_threads = int(threads)  # (a sweep's cell sets it, cmpx.sweep.threads)
         if self.options.get("optimization"):
             options.graph_optimization_level = OPTIMIZATION_LEVELS[self.options["optimization"]]
         model: str | bytes = model_path

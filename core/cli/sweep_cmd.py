@@ -105,10 +105,12 @@ class SweepCommand(click.Command):
               help="also run again the cells that did not pass (failed), or every cell (all)")
 @click.option("-p", "--plugin", "plugin_args", multiple=True, metavar="MODULE",
               help="load a plugin module in every cell (as cmpx run -p)")
+@click.option("--ship-models", is_flag=True, help="send each model file to the Ray nodes through Ray's object "
+              "store, for a cluster without a shared file system (the files runs read must still be on every node)")
 @click.option("--force-out", is_flag=True, help="write into DIR even if it holds files that are not a sweep's "
               "results (summary.md, summary.json, junit.xml and cells/ are replaced)")
 def sweep_command(sweep_file: str, out: str, jobs: int | None, executor: str, ray_address: str | None,
-                  rerun: str | None, plugin_args: tuple[str, ...], force_out: bool) -> int:
+                  rerun: str | None, plugin_args: tuple[str, ...], ship_models: bool, force_out: bool) -> int:
     from cmpx.cli.invocation import invocation
     from cmpx.printable import printable
     from cmpx.reports.terminal import Progress
@@ -116,6 +118,6 @@ def sweep_command(sweep_file: str, out: str, jobs: int | None, executor: str, ra
 
     everywhere = invocation(click.get_current_context()).prescan.plugin_args  # cmpx -p X sweep ..., and sweep's -p
     options = SweepOptions(sweep_file, out, jobs, executor, ray_address, rerun, tuple(everywhere) or plugin_args,
-                           force_out)
+                           force_out, ship_models)
     return run_sweep(options, lambda text: click.echo(printable(text)), Progress.for_terminal(),
                      warn=lambda message: click.echo(f"warning: {printable(message)}", err=True))

@@ -1,5 +1,6 @@
 """One cell of a sweep, run in the calling process: the same run as ``cmpx run MODEL ARGS...``, through the public
-``Session``, with its own worker processes.
+``Session``, with its own worker processes, after checking that this node has what the sweep fingerprinted
+(cmpx.sweep.node_check), with the run's thread settings (cmpx.sweep.threads).
 
 The calling thread must be its process's main thread: cmpx's workers ask the kernel to kill them when the thread
 that started them ends (PR_SET_PDEATHSIG). A local sweep calls this in a runner process of its own
@@ -21,7 +22,9 @@ from dataclasses import replace
 from typing import Any
 
 from cmpx.errors import ExitCode
+from cmpx.sweep.node_check import node_problem
 from cmpx.sweep.outcome import CellOutcome
+from cmpx.sweep.threads import thread_settings
 
 
 def run_cell(task: dict[str, Any]) -> CellOutcome:
@@ -33,6 +36,9 @@ def run_cell(task: dict[str, Any]) -> CellOutcome:
     started = time.monotonic()
     lines: list[str] = []
     outcome = CellOutcome(ExitCode.INTERNAL, host=socket.gethostname(), pid=os.getpid())
+    problem = node_problem(task, outcome.host or "this node")  # the model's path is absolute
+    if problem is not None:  # not the inputs the sweep fingerprinted: no result to keep under that fingerprint
+        return _finish(replace(outcome, exit_code=ExitCode.USAGE, failure=problem), lines, started)
     here = os.getcwd()
     try:
         os.chdir(task["cwd"])  # relative paths in the args are relative to the sweep file, as its globs are
@@ -41,9 +47,12 @@ def run_cell(task: dict[str, Any]) -> CellOutcome:
                           f"file's directory) on {outcome.host}: {exc.strerror}; every node must see the sweep's "
                           "files at the same path")
         return _finish(outcome, lines, started)
+    threads = task.get("threads") or 1
+    outcome = replace(outcome, threads=threads)
     try:
         _make_directories(task.get("directories", ()))
-        report = _run(task, lines)
+        with thread_settings(threads):
+            report = _run(task, lines)
         document = report.to_dict()
         outcome = replace(outcome, exit_code=report.exit_code, report=document, page=_page(document, lines))
     except RunInterrupted as exc:
@@ -115,13 +124,17 @@ def _run(task: dict[str, Any], lines: list[str]):
 
 def run_cell_task(task: dict[str, Any]) -> CellOutcome:
     """A Ray task's body. Ray runs a task on its worker process's main thread; should it ever not, the cell runs
-    in a runner process started from this thread instead, which keeps the cell's workers tied to a live thread."""
-    if threading.current_thread() is threading.main_thread():
-        return run_cell(task)
-    from cmpx.sweep.runner_process import RunnerProcess
+    in a runner process started from this thread instead, which keeps the cell's workers tied to a live thread.
+    A model shipped through Ray's object store (--ship-models) is written to a file of this node first."""
+    from cmpx.sweep.shipping import shipped_model
 
-    runner = RunnerProcess()
-    try:
-        return runner.run(task)
-    finally:
-        runner.stop()
+    with shipped_model(task) as here:
+        if threading.current_thread() is threading.main_thread():
+            return run_cell(here)
+        from cmpx.sweep.runner_process import RunnerProcess
+
+        runner = RunnerProcess()
+        try:
+            return runner.run(here)
+        finally:
+            runner.stop()

@@ -1,7 +1,8 @@
 """``run_sweep``: a sweep file's models x runs, from the checks to the summaries.
 
     read and check    the sweep file, then every run's args as cmpx run would (UsageError: before any cell)
-    resume            cells whose earlier result still holds are kept (cmpx.sweep.store)
+    resume            cells whose earlier result still holds are kept (cmpx.sweep.store); cells of the same
+                      inputs (model files of the same content) run once (cmpx.sweep.same_inputs)
     execute           the other cells, on the local or the Ray executor; each finished cell is written at once
     summarize         summary.json, summary.md, junit.xml, summary.html; the exit code
 """
@@ -21,6 +22,7 @@ from cmpx.sweep.matrix import Cell, cells, check_runs, model_digest
 from cmpx.sweep.outcome import CellOutcome
 from cmpx.sweep.overview import write_overview
 from cmpx.sweep.progress import SweepProgress
+from cmpx.sweep.same_inputs import same_inputs
 from cmpx.sweep.store import CellStore
 from cmpx.sweep.summary import CellEntry, SweepSummary, write_summary
 from cmpx.sweep.sweepfile import SweepFile, read_sweep_file
@@ -42,6 +44,7 @@ class SweepOptions:
     rerun: str | None = None
     plugin_args: tuple[str, ...] = ()
     force_out: bool = False  # --force-out: write into a directory that is not a sweep's results
+    ship_models: bool = False  # --ship-models: model files reach Ray's nodes through its object store
 
 
 def run_sweep(options: SweepOptions, echo: Callable[[str], None], terminal: Progress | None = None,
@@ -55,6 +58,8 @@ def run_sweep(options: SweepOptions, echo: Callable[[str], None], terminal: Prog
         raise UsageError(f"--executor {options.executor}: choose one of {', '.join(EXECUTORS)}")
     if options.ray_address and options.executor != "ray":
         raise UsageError("--ray-address is for --executor ray")
+    if options.ship_models and options.executor != "ray":
+        raise UsageError("--ship-models is for --executor ray (local cells read the model files themselves)")
     sweep = read_sweep_file(options.file)
     runs = check_runs(sweep, options.plugin_args)
     executor, jobs_text = _executor(options, sweep, len(sweep.models) * len(runs),
@@ -65,20 +70,32 @@ def run_sweep(options: SweepOptions, echo: Callable[[str], None], terminal: Prog
     fingerprints = {cell.key: cell.fingerprint(digests[cell.model]) for cell in matrix}
     entries: dict[str, CellEntry] = {}
     to_run = []
-    for cell in matrix:
-        record = store.reusable(cell, fingerprints[cell.key], options.rerun)
-        if record is not None:
-            entries[cell.key] = CellEntry.of(cell.label, cell.run_name, record, store.report(cell, record), cell.key,
-                                             reused=True)
-        else:
-            to_run.append(Job(cell, cell.task(sweep.base), dict(cell.run.spec.resources)))
+    copies: dict[str, list[Cell]] = {}  # a cell to run -> the cells of the same inputs that take its result
+    for group in same_inputs(matrix, fingerprints):
+        kept = {cell.key: store.reusable(cell, fingerprints[cell.key], options.rerun) for cell in group}
+        source = next(((cell, record) for cell in group if (record := kept[cell.key]) is not None), None)
+        for cell in group:
+            record = kept[cell.key]
+            if record is None and source is not None:  # a model file of the same content was kept: take its result
+                record = store.save(cell, fingerprints[cell.key], store.kept_outcome(*source),
+                                    same_as=source[0].label)
+            if record is not None:
+                entries[cell.key] = CellEntry.of(cell.label, cell.run_name, record, store.report(cell, record),
+                                                 cell.key, reused=True)
+        if source is None:
+            first = group[0]
+            to_run.append(Job(first, first.task(sweep.base, digests[first.model]), dict(first.run.spec.resources)))
+            copies[first.key] = group[1:]
+    shared = sum(len(more) for more in copies.values())
     echo(f"cmpx sweep | {options.file} | {len(sweep.models)} model(s) x {len(runs)} run(s) = {len(matrix)} cells | "
-         f"{len(matrix) - len(to_run)} kept from an earlier sweep, {len(to_run)} to run | {jobs_text}")
+         f"{len(matrix) - len(to_run) - shared} kept from an earlier sweep, {len(to_run)} to run"
+         + (f" ({shared} more take the result of a model file of the same content)" if shared else "")
+         + f" | {jobs_text}")
     progress = SweepProgress(len(to_run), echo, terminal or Progress())
     interrupted = False
     try:
         if to_run:
-            executor.run(to_run, _Events(store, fingerprints, entries, progress))
+            executor.run(to_run, _Events(store, fingerprints, entries, progress, copies))
     except KeyboardInterrupt:
         interrupted = True
     finally:
@@ -93,7 +110,8 @@ def _executor(options: SweepOptions, sweep: SweepFile, cells: int,
     if options.executor == "ray":
         from cmpx.sweep.ray_executor import RayExecutor
 
-        executor = RayExecutor(options.ray_address, options.jobs or default_jobs(sweep.models), options.jobs, warn)
+        executor = RayExecutor(options.ray_address, options.jobs or default_jobs(sweep.models), options.jobs, warn,
+                               options.ship_models)
         return executor, f"executor ray: {executor.describe()}" + (
             f", at most {options.jobs} cells at once" if options.jobs else "")
     from cmpx.sweep.local import LocalExecutor
@@ -109,11 +127,12 @@ class _Events:
     """Writes each finished cell's files at once and keeps its summary entry."""
 
     def __init__(self, store: CellStore, fingerprints: dict[str, dict[str, Any]], entries: dict[str, CellEntry],
-                 progress: SweepProgress):
+                 progress: SweepProgress, copies: dict[str, list[Cell]]):
         self.store = store
         self.fingerprints = fingerprints
         self.entries = entries
         self.progress = progress
+        self.copies = copies
 
     def started(self, job: Job) -> None:
         self.progress.cell_started()
@@ -127,6 +146,9 @@ class _Events:
         entry = CellEntry.of(cell.label, cell.run_name, record, outcome.summary, cell.key)
         self.entries[cell.key] = entry
         self.progress.cell_finished(entry)
+        for same in self.copies.get(cell.key, ()):  # same model content, same run: the same result
+            record = self.store.save(same, self.fingerprints[same.key], outcome, same_as=cell.label)
+            self.entries[same.key] = CellEntry.of(same.label, same.run_name, record, outcome.summary, same.key)
 
     def tick(self) -> None:
         self.progress.tick()

@@ -13,7 +13,7 @@ import dataclasses
 import hashlib
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,11 +33,16 @@ _MODEL_MARK = "__cmpx_sweep_model__"  # {model} while a run's args are checked, 
 @dataclass(frozen=True)
 class CheckedRun:
     """A run whose arguments parsed and passed the preflight; ``plugin_args`` are the ``-p`` values its cells
-    load (the sweep's own, then the run's)."""
+    load (the sweep's own, then the run's); ``frameworks`` the framework each of its backends runs, as installed
+    where the sweep runs: backend -> (distribution, version), or None when not installed here or when the backend
+    runs under another Python (``--backend NAME@PYTHON``)."""
 
     spec: RunSpec
     plugin_args: tuple[str, ...]
     model_paths: tuple[str, ...] = ()  # the written paths that name {model}, as _MODEL_MARK
+    frameworks: Mapping[str, tuple[str, str] | None] = dataclasses.field(default_factory=dict)
+    framework_names: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)  # each backend's
+    # distributions, in its order of preference (onnxruntime, onnxruntime-gpu...): a node may have another one
 
 
 @dataclass(frozen=True)
@@ -55,14 +60,25 @@ class Cell:
     def run_name(self) -> str:
         return self.run.spec.name
 
-    def task(self, base: str) -> dict:
-        """What an executor hands to the process that runs the cell (plain JSON data): cmpx.sweep.cell.run_cell."""
+    def task(self, base: str, model_digest: str) -> dict:
+        """What an executor hands to the process that runs the cell (plain JSON data): cmpx.sweep.cell.run_cell,
+        which checks there what was fingerprinted (cmpx.sweep.node_check)."""
         return {"model": self.model, "words": list(self.words), "cwd": base, "plugins": list(self.run.plugin_args),
-                "key": self.key, "directories": list(self.directories)}
+                "key": self.key, "directories": list(self.directories), "threads": self.run.spec.threads,
+                "model_sha256": model_digest, "cmpx_version": __version__, "frameworks": _plain(self.run.frameworks),
+                "framework_names": {backend: list(names) for backend, names in self.run.framework_names.items()}}
 
     def fingerprint(self, model_digest: str) -> dict:
-        """The inputs that decide whether an earlier result of this cell still holds."""
-        return {"model_sha256": model_digest, "args": list(self.words), "cmpx_version": __version__}
+        """The inputs that decide whether an earlier result of this cell still holds (the model's path is not
+        one: two paths of the same content give the same fingerprint, and run once, cmpx.sweep.driver)."""
+        return {"model_sha256": model_digest, "args": list(self.words), "plugins": list(self.run.plugin_args),
+                "threads": self.run.spec.threads, "frameworks": _plain(self.run.frameworks),
+                "cmpx_version": __version__}
+
+
+def _plain(frameworks: Mapping[str, tuple[str, str] | None]) -> dict[str, list[str] | None]:
+    """As JSON holds it (a record read back compares equal)."""
+    return {backend: list(pinned) if pinned else None for backend, pinned in sorted(frameworks.items())}
 
 
 def model_placeholder(label: str) -> str:
@@ -100,13 +116,28 @@ def check_runs(sweep: SweepFile, plugin_args: Sequence[str] = ()) -> tuple[Check
             # the folders of a {model} path are made there. Each cell has its model: checked here as if it had
             # one (--oracle, for one, needs a model)
             unchecked: dict[str, Any] = dict.fromkeys(("save_inputs", "save_outputs", *per_model))
-            preflight(dataclasses.replace(request, model=request.model or _MODEL_MARK,
-                                          tolerances=_checked_now(request.tolerances, sweep), **unchecked),
-                      plugins, settings)
+            checked_run = preflight(dataclasses.replace(request, model=request.model or _MODEL_MARK,
+                                                        tolerances=_checked_now(request.tolerances, sweep),
+                                                        **unchecked), plugins, settings)
         except UsageError as exc:
             raise UsageError(f"{where}: {str(exc).replace(_MODEL_MARK, '{model}')}") from None
-        checked.append(CheckedRun(run, args, tuple(per_model.values())))
+        checked.append(CheckedRun(run, args, tuple(per_model.values()), _frameworks(checked_run.backends),
+                                  {b.spec.name: tuple(b.spec.frameworks) for b in checked_run.backends}))
     return tuple(checked)
+
+
+def _frameworks(backends) -> dict[str, tuple[str, str] | None]:
+    """Each backend's framework as installed here (read from package metadata: nothing is imported)."""
+    from cmpx.plugin import installed
+
+    found: dict[str, tuple[str, str] | None] = {}
+    for backend in backends:
+        if backend.python_given is not None:
+            found[f"{backend.spec.name}@{backend.python_given}"] = None
+            continue
+        found[backend.spec.name] = next(((name, version) for name in backend.spec.frameworks
+                                         if (version := installed.version([name]))), None)
+    return found
 
 
 def _checked_now(path: str | None, sweep: SweepFile) -> str | None:

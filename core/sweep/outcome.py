@@ -14,8 +14,9 @@ from cmpx.reports.json_report import RunSummary
 class CellOutcome:
     """What running one cell gave: ``exit_code`` (what ``cmpx run`` would exit with), ``report`` (the
     --report-json document, or None when the run never started), ``failure`` (why the cell gave no verdict),
-    ``log`` (the text report ``cmpx run`` would print, and the error), ``seconds``, ``host``, ``pid``, and ``page``
-    (the report as an HTML page, cmpx.reports.html_report, made where the cell ran)."""
+    ``log`` (the text report ``cmpx run`` would print, and the error), ``seconds``, ``host``, ``pid``, ``threads``
+    (what its backends computed with; None when it never started), and ``page`` (the report as an HTML page,
+    cmpx.reports.html_report, made where the cell ran)."""
 
     exit_code: int
     report: dict[str, Any] | None = None
@@ -25,6 +26,7 @@ class CellOutcome:
     host: str | None = None
     pid: int | None = None
     page: str | None = None
+    threads: int | None = None
 
     @property
     def interrupted(self) -> bool:

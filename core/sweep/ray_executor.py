@@ -2,7 +2,7 @@
 RAY_ADDRESS), on a Ray this process is already connected to, or on a local Ray started here and shut down at the
 end. The task runs cmpx.sweep.cell on its worker process's main thread; the outcome, report included, comes back
 through Ray, so the results directory only has to exist where the sweep runs. Models and the files runs read must
-be at the same path on every node."""
+be at the same path on every node, but for model files shipped through Ray's object store (--ship-models)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from typing import Any
 from cmpx.errors import ExitCode, UsageError, telling_line
 from cmpx.sweep.outcome import CellOutcome
 from cmpx.sweep.executors import Events, Job
+from cmpx.sweep.shipping import ModelShipment
 
 TICK_SECONDS = 0.25
 INTERRUPT_GRACE_SECONDS = 15.0
@@ -57,7 +58,7 @@ class RayExecutor:
     ``limit``: at most this many cells submitted at once (None: all, and Ray schedules them)."""
 
     def __init__(self, address: str | None, local_cpus: int, limit: int | None,
-                 warn: Callable[[str], None] = lambda message: None):
+                 warn: Callable[[str], None] = lambda message: None, ship_models: bool = False):
         self.ray = import_ray()
         self.warn = warn
         self.address = address or os.environ.get("RAY_ADDRESS") or None
@@ -65,6 +66,7 @@ class RayExecutor:
             _check_reachable(self.address)
         self.local_cpus = local_cpus
         self.limit = limit
+        self.ship_models = ship_models  # through the object store (cmpx.sweep.shipping)
 
     def describe(self) -> str:
         if self.ray.is_initialized():
@@ -79,13 +81,15 @@ class RayExecutor:
             from cmpx.sweep.cell import run_cell_task
 
             remote = ray.remote(run_cell_task)
+            shipment = ModelShipment(ray, jobs) if self.ship_models else None
             pending = deque(jobs)
             in_flight: dict[Any, Job] = {}
             try:
                 while pending or in_flight:
                     while pending and (self.limit is None or len(in_flight) < self.limit):
                         job = pending.popleft()
-                        in_flight[remote.options(**task_options(job.resources)).remote(job.task)] = job
+                        task = shipment.task(job) if shipment else job.task
+                        in_flight[remote.options(**task_options(job.resources)).remote(task)] = job
                         events.started(job)
                     done, _ = ray.wait(list(in_flight), num_returns=1, timeout=TICK_SECONDS)
                     for ref in done:

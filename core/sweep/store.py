@@ -6,8 +6,9 @@
     cells/KEY/cell.json     the record: model, run, exit code, failure, timings, and the fingerprint of its inputs
 
 ``cell.json`` is written last, so a cell with one is complete. A later sweep into the same directory takes a
-cell's earlier result as long as its report exists and its fingerprint (model content, args, cmpx version) is
-unchanged; ``--rerun failed`` runs again those that did not pass, ``--rerun all`` every cell.
+cell's earlier result as long as its report exists and its fingerprint (model content, args, plugins, threads,
+the frameworks' and cmpx's versions: cmpx.sweep.matrix.Cell.fingerprint) is unchanged; ``--rerun failed`` runs
+again those that did not pass, ``--rerun all`` every cell.
 """
 
 from __future__ import annotations
@@ -35,8 +36,9 @@ MARKER = ".cmpx-sweep"  # what makes a directory a cmpx sweep's results (written
 @dataclass(frozen=True)
 class CellRecord:
     """A finished cell's ``cell.json``: its model and run, what ``cmpx run`` exited with, why it gave no verdict
-    (``failure``), timings, where it ran, the fingerprint of its inputs, and its files in the cell's folder
-    (``report`` None when the run never started)."""
+    (``failure``), timings, where it ran (``host``) with how many threads (``threads``), the fingerprint of its
+    inputs, its files in the cell's folder (``report`` None when the run never started), and ``same_as``: the
+    model (label) whose cell ran for this one, its file having the same content (None: this cell ran itself)."""
 
     model: str
     model_path: str
@@ -49,6 +51,8 @@ class CellRecord:
     fingerprint: dict[str, Any]
     report: str | None
     log: str
+    threads: int | None
+    same_as: str | None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -98,8 +102,9 @@ class CellStore:
             return None
         return record
 
-    def save(self, cell: Cell, fingerprint: dict[str, Any], outcome: CellOutcome) -> CellRecord:
-        """Write a finished cell's files; return its record."""
+    def save(self, cell: Cell, fingerprint: dict[str, Any], outcome: CellOutcome,
+             same_as: str | None = None) -> CellRecord:
+        """Write a finished cell's files (``same_as``: the model whose cell ran for it); return its record."""
         folder = self.folder(cell)
         os.makedirs(folder, exist_ok=True)
         record_path = os.path.join(folder, "cell.json")
@@ -119,9 +124,24 @@ class CellStore:
                             exit_code=int(outcome.exit_code), failure=outcome.failure, seconds=outcome.seconds,
                             host=outcome.host, finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                             fingerprint=fingerprint, report="report.json" if report is not None else None,
-                            log="log.txt")
+                            log="log.txt", threads=outcome.threads, same_as=same_as)
         _write(record_path, json.dumps(record.to_dict(), indent=1) + "\n")
         return record
+
+    def kept_outcome(self, cell: Cell, record: CellRecord) -> CellOutcome:
+        """A kept cell's outcome read back from its files, for another cell of the same inputs to take."""
+        folder = self.folder(cell)
+        report = None
+        try:
+            if record.report:
+                with open(os.path.join(folder, record.report), encoding="utf-8") as f:
+                    report = json.load(f)
+            with open(os.path.join(folder, record.log), encoding="utf-8") as f:
+                log = f.read()
+        except (OSError, ValueError):
+            log = ""
+        return CellOutcome(record.exit_code, report, record.failure, log, record.seconds, record.host,
+                           threads=record.threads)
 
     def report(self, cell: Cell, record: CellRecord) -> RunSummary | None:
         """The cell's report.json, read back typed; None if it has none or it cannot be read."""

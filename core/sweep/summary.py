@@ -63,6 +63,8 @@ class CellEntry:
     report: str | None = None
     log: str | None = None
     host: str | None = None
+    threads: int | None = None  # what its backends computed with (cmpx.sweep.threads)
+    same_as: str | None = None  # the model whose cell ran for this one: a file of the same content
 
     @classmethod
     def of(cls, model: str, run: str, record: CellRecord | None, summary: RunSummary | None, key: str,
@@ -72,7 +74,8 @@ class CellEntry:
             return cls(model, run)
         folder = f"cells/{key}"
         return cls(model, run, record.exit_code, reused, summary, record.seconds, _failure(record, summary),
-                   f"{folder}/{record.report}" if record.report else None, f"{folder}/{record.log}", record.host)
+                   f"{folder}/{record.report}" if record.report else None, f"{folder}/{record.log}", record.host,
+                   record.threads, record.same_as)
 
     @property
     def verdict(self) -> str:
@@ -115,7 +118,7 @@ class CellEntry:
             "failure": self.failure.to_dict() if self.failure is not None else None,
             "report": self.report, "log": self.log}
         if ran:
-            entry["host"] = self.host
+            entry.update(host=self.host, threads=self.threads, same_as=self.same_as)
         return strict(entry)
 
     @classmethod

@@ -13,6 +13,7 @@
     name = "trt-fp16"
     args = "--backend trt:fp16 --backend onnxrt --atol 1e-2"  # one string is split as a shell would
     resources = {GPU = 1}                           # what a cell of this run needs (Ray executor)
+    threads = 4                                     # each backend's threads [default: resources.CPU, else 1]
 
 Every problem is a UsageError naming the file, the line (where it can be found) and the key.
 """
@@ -20,6 +21,7 @@ Every problem is a UsageError naming the file, the line (where it can be found) 
 from __future__ import annotations
 
 import glob
+import math
 import os
 import re
 import shlex
@@ -34,8 +36,8 @@ from cmpx.sweep.toml_lines import KeyLines
 
 RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
 TOP_KEYS = ("models", "runs", "defaults")
-RUN_KEYS = ("name", "args", "resources")
-DEFAULT_KEYS = ("args", "resources")
+RUN_KEYS = ("name", "args", "resources", "threads")
+DEFAULT_KEYS = ("args", "resources", "threads")
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,15 @@ class RunSpec:
     words: tuple[str, ...]
     resources: Mapping[str, float] = field(default_factory=dict)
     line: int | None = None
+    threads_given: int | None = None  # its ``threads`` (or the defaults')
+
+    @property
+    def threads(self) -> int:
+        """The threads its cells compute with: as given, else the CPUs a cell reserves (at least one), so that a
+        cell computes alike on this machine and on a Ray node."""
+        if self.threads_given is not None:
+            return self.threads_given
+        return max(1, math.ceil(self.resources.get("CPU", 1)))
 
 
 @dataclass(frozen=True)
@@ -104,8 +115,9 @@ def read_sweep_file(path: str) -> SweepFile:
     _unknown_keys(problems, defaults, DEFAULT_KEYS, "defaults", None, "defaults.")
     default_words = _words(problems, defaults.get("args", []), "defaults.args", "defaults", None)
     default_resources = _resources(problems, defaults.get("resources", {}), "defaults.resources", "defaults", None)
+    default_threads = _threads(problems, defaults.get("threads"), "defaults.threads", "defaults", None)
     models = _models(problems, data.get("models"), base)
-    runs = _runs(problems, data.get("runs"), default_words, default_resources)
+    runs = _runs(problems, data.get("runs"), default_words, default_resources, default_threads)
     return SweepFile(os.path.abspath(path), base, models, runs)
 
 
@@ -144,8 +156,8 @@ def _models(problems: _Problems, value: Any, base: str) -> tuple[str, ...]:
     return tuple(found)
 
 
-def _runs(problems: _Problems, value: Any, default_words: tuple[str, ...],
-          default_resources: Mapping[str, float]) -> tuple[RunSpec, ...]:
+def _runs(problems: _Problems, value: Any, default_words: tuple[str, ...], default_resources: Mapping[str, float],
+          default_threads: int | None) -> tuple[RunSpec, ...]:
     if value is None:
         raise problems.error("runs", "missing: add a [[runs]] table with name and args")
     if not isinstance(value, list) or not value or not all(isinstance(r, dict) for r in value):
@@ -167,7 +179,9 @@ def _runs(problems: _Problems, value: Any, default_words: tuple[str, ...],
         words = _words(problems, run["args"], f"{key}.args", "runs", index)
         resources = dict(default_resources)
         resources.update(_resources(problems, run.get("resources", {}), f"{key}.resources", "runs", index))
-        runs.append(RunSpec(name, default_words + words, resources, problems.lines.line("runs", index)))
+        threads = _threads(problems, run.get("threads"), f"{key}.threads", "runs", index)
+        runs.append(RunSpec(name, default_words + words, resources, problems.lines.line("runs", index),
+                            default_threads if threads is None else threads))
     return tuple(runs)
 
 
@@ -192,3 +206,11 @@ def _resources(problems: _Problems, value: Any, key: str, table: str, index: int
         if isinstance(amount, bool) or not isinstance(amount, (int, float)) or amount < 0:
             raise problems.error(key, f"{resource} = {amount!r}: an amount is a number >= 0", table, index, name)
     return {resource: float(amount) for resource, amount in value.items()}
+
+
+def _threads(problems: _Problems, value: Any, key: str, table: str, index: int | None) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise problems.error(key, f"must be a whole number of threads >= 1, got {value!r}", table, index, "threads")
+    return value

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import openvino
 
@@ -39,7 +41,11 @@ class OpenvinoBackend(cmpx.Backend):
             if extra:
                 model.add_outputs(extra)
             wanted += extra
-        self.compiled = core.compile_model(model, device, {"INFERENCE_PRECISION_HINT": hint})
+        config: dict[str, object] = {"INFERENCE_PRECISION_HINT": hint}
+        threads = os.environ.get("OMP_NUM_THREADS", "")
+        if device == "CPU" and threads.isdigit() and int(threads) > 0:  # OpenVINO's TBB threads ignore it otherwise
+            config["INFERENCE_NUM_THREADS"] = int(threads)  # (a sweep's cell sets it, cmpx.sweep.threads)
+        self.compiled = core.compile_model(model, device, config)
         self.request = self.compiled.create_infer_request()
         self.output_names = [_name(output, wanted) for output in self.compiled.outputs]
 

@@ -166,3 +166,18 @@ def test_a_failure_is_summed_up_by_its_telling_line_not_the_source_location(cmpx
     summary = [line for line in result.output.splitlines() if line.startswith("  openvino: FAILED during load")]
     assert len(summary) == 1 and "TreeEnsembleClassifier" in summary[0], result.output
     assert "core.cpp" not in summary[0]
+
+
+def test_it_computes_with_the_threads_omp_num_threads_gives(monkeypatch):
+    # A sweep's cell sets OMP_NUM_THREADS to its run's threads (cmpx.sweep.threads); OpenVINO's own threads (TBB)
+    # would ignore it. OpenVINO caps the count at the CPUs, so 1 is what shows on any machine of 2 or more.
+    import os
+
+    from cmpx_openvino.backend import OpenvinoBackend
+
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("one CPU: one thread either way")
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    backend = OpenvinoBackend()
+    backend.load(str(EXAMPLES / "conv.onnx"))
+    assert backend.compiled.get_property("INFERENCE_NUM_THREADS") == 1
