@@ -32,7 +32,7 @@ See docs/sweep.md.
 """
 
 
-@click.command("sweep", help=SWEEP_HELP, short_help="Run many models with many run configurations.")
+@click.command("sweep", help=SWEEP_HELP)
 @click.argument("sweep_file", metavar="FILE", shell_complete=completion.paths())
 @click.option("--out", required=True, metavar="DIR", shell_complete=completion.paths("dir"), help="results directory; an earlier sweep's results in it are "
               "reused where still current")
