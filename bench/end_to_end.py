@@ -93,7 +93,8 @@ def polygraphy_peak_mb(model: str) -> float:
     probe = ("import resource, subprocess, sys\n"
              f"subprocess.run({[POLYGRAPHY, 'run', model, '--onnxrt', '--onnxrt']!r}, capture_output=True)\n"
              "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n")
-    return int(subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=ENV).stdout.split()[-1]) / 1024
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=ENV)
+    return int(done.stdout.split()[-1]) / 1024
 
 
 def cmpx_peaks_mb(model: str) -> tuple[float, float]:
@@ -118,7 +119,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeat", type=int, default=9, help="timed runs of each command (median) [9]")
     parser.add_argument("--quick", action="store_true",
-                        help="5 repeats, the small model and --help only, no memory figures (about 15 s on an idle machine)")
+                        help="5 repeats, the small model and --help only, no memory figures (~15 s on an idle machine)")
     args = parser.parse_args()
     repeat = 5 if args.quick else args.repeat
     print(f"{os.cpu_count()} CPUs, load average before: {load()}; median of {repeat}, interleaved, after a warm-up")
