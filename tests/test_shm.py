@@ -261,7 +261,8 @@ def test_freeing_a_range_gives_its_pages_back_and_starts_no_process(prefix):
             "data = data.tobytes()\n"
             "print(before > after, data[:shm.PAGE] == b'x' * shm.PAGE,\n"
             "      set(data[shm.PAGE:32 * shm.PAGE]) == {0},\n"
-            "      data[32 * shm.PAGE:] == b'x' * (32 * shm.PAGE), os.path.getsize(shm.path_of(name)) == 64 * shm.PAGE)\n"
+            "      data[32 * shm.PAGE:] == b'x' * (32 * shm.PAGE),\n"
+            "      os.path.getsize(shm.path_of(name)) == 64 * shm.PAGE)\n"
             "del data\n"
             "segment.close()\n"
             "shm.unlink(name)\n")
