@@ -11,8 +11,8 @@ machine distorts less than the wall time. Goals (issue 34): small conv run <= 1.
 
 Bytecode: both tools run as installed. Polygraphy's site-packages ship compiled bytecode; an editable cmpx compiles
 its modules on first import and caches them, unless PYTHONDONTWRITEBYTECODE is set, in which case every cmpx process
-would compile ~200 modules again (~0.25 s of CPU per run, measured): that variable is removed from the commands'
-environment here, and the warm-up run writes the cache, as a user's first run does.
+would compile its modules again (117 in the coordinator; ~0.25 s of CPU per run, measured): that variable is
+removed from the commands' environment here, and the warm-up run writes the cache, as a user's first run does.
 
 Memory (not with --quick): Polygraphy is one process (its peak RSS). For cmpx the coordinator's own peak is given,
 and the total: the coordinator's peak plus twice the largest worker's (an upper bound: peaks at different times are
