@@ -39,6 +39,7 @@ ALLOWED = {
     ("core/cli/main.py", "plugins_command"): "a click command",
     ("core/cli/main.py", "tensors_command"): "a click command",
     ("core/options/grouped_help.py", "format_options"): "click calls it to print --help",
+    ("core/cli/main.py", "format_commands"): "click calls it to print cmpx --help",
     ("core/testing/pytest_plugin.py", "cmpx_no_leaks"): "a pytest fixture for plugin authors",
     ("core/transforms/static_qdq.py", "get_next"): "ONNX Runtime's CalibrationDataReader calls it",
     ("core/transport/messages.py", "out_prefix"): "a field of the infer message, read by the worker as a key",

@@ -225,3 +225,36 @@ def test_an_interrupt_before_the_cli_is_ready_exits_130_without_a_traceback(monk
     assert exited.value.code == 130
     assert capsys.readouterr().err == "Interrupted.\n"
     assert worker_processes() == []  # the spares started for the two backends are stopped
+
+
+def test_the_top_level_help_lists_every_command_without_importing_any_or_discovering_plugins():
+    """``cmpx --help`` is start-up time users wait for: the commands' summaries come from the group's table, so
+    no command module is imported, no plugin discovered, run's options not built."""
+    probe = ("import sys\n"
+             "from cmpx.cli.main import LAZY_COMMANDS, cli\n"
+             "code = cli.main(['--help'], standalone_mode=False)\n"
+             "loaded = [m for m in ('pluggy', 'cmpx.plugin.manager', 'cmpx.cli.run', 'cmpx.options.grammar',\n"
+             "                      'cmpx.cli.env_cmd', 'cmpx.cli.reduce_cmd', 'cmpx.cli.sweep_cmd',\n"
+             "                      'cmpx.cli.tolerances_cmd') if m in sys.modules]\n"
+             "print('LOADED', loaded, sorted(LAZY_COMMANDS))\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "LOADED [] ['env', 'reduce', 'run', 'sweep', 'tolerances']" in done.stdout, done.stdout
+    listed = dict(line.split(None, 1) for line in done.stdout.split("Commands:\n")[1].splitlines()
+                  if line.startswith("  ") and not line.startswith("    "))
+    assert listed["run"] == "Run a model on several backends and compare the outputs."
+    assert set(listed) == {"env", "plugins", "reduce", "run", "sweep", "tensors", "tolerances"}
+
+
+@pytest.mark.parametrize("name", ["env", "reduce", "run", "sweep", "tolerances"])
+def test_a_lazy_command_is_the_real_command_when_named_and_keeps_its_summary(name):
+    import click
+
+    from cmpx.cli.invocation import Invocation
+    from cmpx.cli.main import LAZY_COMMANDS, cli
+
+    ctx = click.Context(cli, obj=Invocation())
+    command = cli.get_command(ctx, name)
+    assert command is not None and command.name == name and command.callback is not None
+    assert command.get_short_help_str(200) == LAZY_COMMANDS[name]
+    assert name in cli.list_commands(ctx)

@@ -238,3 +238,34 @@ def test_a_leak_check_counts_the_dead_runs_this_process_started_and_no_others(tm
     finally:
         runspace.sweep_orphans()
     assert not os.path.exists(runspace.lock_path(prefix))
+
+
+def test_freeing_a_range_gives_its_pages_back_and_starts_no_process(prefix):
+    """free_range punches a hole (the pages read as zeros, the size stays) through libc's fallocate, found among
+    the symbols already loaded: ctypes.util.find_library would run ldconfig in a subprocess in every worker, on
+    the first inference's critical path."""
+    code = ("import os, sys\n"
+            "from cmpx.transport import shm\n"
+            "def no_process(event, args):\n"
+            "    if event in ('subprocess.Popen', 'os.posix_spawn', 'os.fork', 'os.exec'):\n"
+            "        raise RuntimeError('started a process: ' + event)\n"
+            "sys.addaudithook(no_process)\n"
+            f"name = {prefix + 'f'!r}\n"
+            "segment = shm.Segment.create(name, 64 * shm.PAGE)\n"
+            "import numpy as np\n"
+            "data = segment.view(np.dtype(np.uint8), (64 * shm.PAGE,), 0)\n"
+            "data[:] = ord('x')\n"
+            "before = os.stat(shm.path_of(name)).st_blocks\n"
+            "shm.free_range(name, shm.PAGE // 2, 32 * shm.PAGE)\n"
+            "after = os.stat(shm.path_of(name)).st_blocks\n"
+            "data = data.tobytes()\n"
+            "print(before > after, data[:shm.PAGE] == b'x' * shm.PAGE,\n"
+            "      set(data[shm.PAGE:32 * shm.PAGE]) == {0},\n"
+            "      data[32 * shm.PAGE:] == b'x' * (32 * shm.PAGE),\n"
+            "      os.path.getsize(shm.path_of(name)) == 64 * shm.PAGE)\n"
+            "del data\n"
+            "segment.close()\n"
+            "shm.unlink(name)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True"] * 5, done.stdout

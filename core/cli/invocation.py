@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING
 import click
 
 from cmpx.options.argv import Prescan
-from cmpx.plugin.manager import PluginSet, PluginSettings, make_plugin_manager
 
 if TYPE_CHECKING:
+    from cmpx.plugin.manager import PluginSet, PluginSettings
     from cmpx.transport.pool import WorkerPool
 
 
@@ -26,11 +26,16 @@ class Invocation:
 
     @property
     def settings(self) -> PluginSettings:
+        from cmpx.plugin.manager import PluginSettings
+
         return PluginSettings.from_cli(self.prescan.plugin_args)
 
     @property
     def plugins(self) -> PluginSet:
+        """The plugin manager, built on first use (imported then too: ``cmpx --help`` needs no plugins)."""
         if self._plugins is None:
+            from cmpx.plugin.manager import make_plugin_manager
+
             settings = self.settings
             self._plugins = make_plugin_manager(autoload=settings.autoload, extra=settings.extra,
                                                 blocked=settings.blocked)

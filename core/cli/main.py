@@ -5,7 +5,6 @@ from __future__ import annotations
 import signal
 import sys
 import threading
-import traceback
 from typing import Any
 
 import click
@@ -13,35 +12,57 @@ import click
 from cmpx._version import __version__
 from cmpx.options import completion
 from cmpx.options.argv import prescan
-from cmpx.cli.env_cmd import env_group
 from cmpx.cli.invocation import Invocation, invocation
-from cmpx.cli.precision_cmd import precision_command
-from cmpx.cli.reduce_cmd import reduce_command
-from cmpx.cli.sweep_cmd import sweep_command
-from cmpx.cli.tolerances_cmd import tolerances_command
 from cmpx.errors import CmpxError, ExitCode, exit_code_of
 from cmpx.limits import exhausted
 from cmpx.printable import printable
-from cmpx.outcome.report_data import RunInterrupted
+
+# The commands imported only when a command line names them, with the summary `cmpx --help` lists for each: so
+# `cmpx --help` imports none of them, nor discovers plugins (which `run`'s options need). The summaries are
+# defined here and nowhere else.
+LAZY_COMMANDS = {
+    "env": "Python environments for backends' workers (NAME@env:ENV).",
+    "precision": "Find the fewest nodes to keep in float32 (or unquantized).",
+    "reduce": "Reduce a failing model to the smallest failing subgraph.",
+    "run": "Run a model on several backends and compare the outputs.",
+    "sweep": "Run many models with many run configurations.",
+    "tolerances": "Measure tolerances from the noise floor of two backends.",
+}
+
 
 class CmpxGroup(click.Group):
-    """Builds the plugin manager on demand (never at import time) and converts errors to exit codes."""
+    """Imports its commands when named (LAZY_COMMANDS), builds the plugin manager on demand (never at import time)
+    and converts errors to exit codes."""
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
-        if name == "run":
-            from cmpx.cli.run import build_run_command
-
-            return build_run_command(invocation(ctx).plugins)
-        command = super().get_command(ctx, name)
+        command = _import_command(ctx, name) if name in LAZY_COMMANDS else super().get_command(ctx, name)
         if command is None:
             from cmpx.options.polygraphy import COMMANDS
 
             if name in COMMANDS:
                 raise click.UsageError(f"'{name}' is a Polygraphy command that cmpx does not have: {COMMANDS[name]}")
+        else:
+            command.short_help = LAZY_COMMANDS.get(name, command.short_help)
         return command
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted({*super().list_commands(ctx), "run"})
+        return sorted({*super().list_commands(ctx), *LAZY_COMMANDS})
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The command list of ``cmpx --help``, as click writes it, but the lazy commands' summaries are read from
+        LAZY_COMMANDS instead of importing (and, for run, building) the commands."""
+        rows = []
+        names = self.list_commands(ctx)
+        limit = formatter.width - 6 - max(map(len, names))
+        for name in names:
+            if name in LAZY_COMMANDS:
+                rows.append((name, click.Command(name, short_help=LAZY_COMMANDS[name]).get_short_help_str(limit)))
+                continue
+            command = super().get_command(ctx, name)
+            if command is not None and not command.hidden:
+                rows.append((name, command.get_short_help_str(limit)))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
     def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
              standalone_mode: bool = True, invocation: Invocation | None = None, **extra: Any) -> Any:
@@ -64,6 +85,8 @@ class CmpxGroup(click.Group):
             click.echo(f"Error: {printable(str(exc))}", err=True)
             code = exc.exit_code
         except (click.Abort, KeyboardInterrupt) as exc:
+            from cmpx.outcome.report_data import RunInterrupted
+
             click.echo("Interrupted: workers stopped, shared memory released.", err=True)
             code = exit_code_of(exc) if isinstance(exc, RunInterrupted) else ExitCode.INTERRUPTED
         except Exception as exc:  # a bug, or an environment cmpx did not foresee: never a verdict
@@ -108,6 +131,8 @@ def _restore(previous: dict[int, Any]) -> None:
 
 def _show_debug(debug: bool) -> None:
     if debug:
+        import traceback
+
         traceback.print_exc()
 
 
@@ -133,11 +158,6 @@ def plugins_command() -> None:
     show_plugins(invocation(click.get_current_context()).plugins)
 
 
-cli.add_command(sweep_command)
-cli.add_command(reduce_command)
-cli.add_command(precision_command)
-cli.add_command(tolerances_command)
-
 
 @cli.command("tensors")
 @click.argument("model", metavar="MODEL", shell_complete=completion.paths())
@@ -148,4 +168,29 @@ def tensors_command(model: str) -> None:
     show_tensors(model, invocation(click.get_current_context()).plugins)
 
 
-cli.add_command(env_group)
+
+def _import_command(ctx: click.Context, name: str) -> click.Command:
+    """The command ``name`` of LAZY_COMMANDS, imported now (run's is built from this command line's plugins)."""
+    if name == "run":
+        from cmpx.cli.run import build_run_command
+
+        return build_run_command(invocation(ctx).plugins)
+    if name == "env":
+        from cmpx.cli.env_cmd import env_group
+
+        return env_group
+    if name == "reduce":
+        from cmpx.cli.reduce_cmd import reduce_command
+
+        return reduce_command
+    if name == "precision":
+        from cmpx.cli.precision_cmd import precision_command
+
+        return precision_command
+    if name == "sweep":
+        from cmpx.cli.sweep_cmd import sweep_command
+
+        return sweep_command
+    from cmpx.cli.tolerances_cmd import tolerances_command
+
+    return tolerances_command

@@ -33,7 +33,7 @@ Example:
 """
 
 
-@click.command("precision", help=PRECISION_HELP, short_help="Find the fewest nodes to keep in float32 (or unquantized).",
+@click.command("precision", help=PRECISION_HELP,
                context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
 @click.option("-o", "--output", required=True, metavar="LIST.txt", shell_complete=completion.paths(),
               help="where to write the node list (the transformed model goes beside it)")

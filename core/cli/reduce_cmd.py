@@ -32,8 +32,7 @@ Example:
 """
 
 
-@click.command("reduce", help=REDUCE_HELP, short_help="Reduce a failing model to the smallest failing subgraph.",
-               context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+@click.command("reduce", help=REDUCE_HELP, context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
 @click.option("-o", "--output", required=True, metavar="OUT.onnx", shell_complete=completion.paths(), help="where to write the reduced model")
 @click.option("--fail-on", type=click.Choice(["mismatch", "crash", "any"]),
               help="what counts as failing: a mismatch, a backend failure (an error, crash or timeout in the same "

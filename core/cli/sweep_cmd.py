@@ -91,7 +91,7 @@ class SweepCommand(click.Command):
         return super().make_context(info_name, args, parent, **extra)
 
 
-@click.command("sweep", cls=SweepCommand, help=SWEEP_HELP, short_help="Run many models with many run configurations.")
+@click.command("sweep", cls=SweepCommand, help=SWEEP_HELP)
 @click.argument("sweep_file", metavar="FILE", shell_complete=completion.paths())
 @click.option("--out", required=True, metavar="DIR", shell_complete=completion.paths("dir"), help="results directory; an earlier sweep's results in it are "
               "reused where still current")

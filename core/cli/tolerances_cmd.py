@@ -37,7 +37,6 @@ Example:
 
 
 @click.command("tolerances", help=TOLERANCES_HELP,
-               short_help="Measure tolerances from the noise floor of two backends.",
                context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
 @click.option("-o", "--output", required=True, metavar="FILE.toml", help="where to write the tolerance file")
 @click.option("--safety-factor", type=float, default=SAFETY_FACTOR, show_default=True, metavar="S",

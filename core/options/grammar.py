@@ -126,8 +126,7 @@ def build_run_command(plugins: PluginSet, callback: Callable[..., Any] | None = 
     ]
 
     return RunCommand("run", params=params, callback=callback, help=RUN_HELP, multi_value=multi_value_options(plugins),
-                      backends=plugins.backends.names(),
-                      short_help="Run a model on several backends and compare the outputs.")
+                      backends=plugins.backends.names())
 
 
 def _threshold_param(metric: str) -> str:

@@ -80,10 +80,13 @@ def _opened() -> Iterator[list[str]]:
 
 
 def _allowed(path: str, root: str) -> bool:
+    """Inside the input's directory, or the interpreter's own: its installation, sources, extensions, and the
+    bytecode it caches on a module's first import (written as ``__pycache__/NAME.pyc.NUMBER``, then renamed)."""
     real = os.path.realpath(path)
     trusted = (root, sys.prefix, sys.base_prefix, "/proc/", "/dev/null", "/sys/fs/cgroup")
     return real == root or any(real.startswith(prefix.rstrip("/") + "/") or real == prefix for prefix in trusted) \
-        or real.endswith((".py", ".pyc", ".so")) or "site-packages" in real
+        or real.endswith((".py", ".pyc", ".so")) or "site-packages" in real \
+        or os.path.basename(os.path.dirname(real)) == "__pycache__"
 
 
 # -- seeds and readers ----------------------------------------------------------------------------------------------

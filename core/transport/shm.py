@@ -233,12 +233,15 @@ def discard(name: str) -> None:
 
 @functools.cache
 def _fallocate() -> Any:
-    """libc's fallocate(fd, mode, offset, length), or a function doing nothing where there is none."""
+    """libc's fallocate(fd, mode, offset, length), or a function doing nothing where there is none.
+
+    Looked up among the symbols already loaded into this process (libc is, wherever Python runs on Linux), never
+    with ``ctypes.util.find_library``: that runs ``/sbin/ldconfig -p`` (and may try gcc) in a subprocess, which cost
+    every worker 10-30 ms on the first inference's critical path."""
     import ctypes
-    import ctypes.util
 
     try:
-        function = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True).fallocate
+        function = ctypes.CDLL(None, use_errno=True).fallocate
     except (OSError, AttributeError):
         return lambda *args: 0
     function.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
