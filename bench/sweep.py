@@ -11,7 +11,7 @@ driver   500, 1,000 and 5,000 trivial cells (50, 100, 500 models x 10 runs) thro
          cell: wall time, the driver's own CPU time, the growth of its peak memory, and the same for a resume that
          keeps every cell.
 
-    python bench/sweep.py [--section cells|driver] [--rounds 2] [--quick]
+    python bench/sweep.py [--section cells|driver] [--rounds 2] [--quick] [--cells 500,1000,5000]
 
 --quick: the driver at 200 and 500 cells, one round of the real cells without the shell loop. Needs the ray
 extra (pip install -e '.[test,ray]'); without it the Ray rows are left out.
@@ -243,13 +243,15 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2, help="rounds of every real-cell variant, interleaved; "
                         "best kept")
     parser.add_argument("--quick", action="store_true", help="fewer cells, one round, no shell loop")
+    parser.add_argument("--cells", help="the driver's sizes, e.g. 500,5000 (a multiple of 10 each)")
     args = parser.parse_args()
     try:
         import ray
     except ImportError:
         ray = None
     if args.section in (None, "driver"):
-        driver([200, 500] if args.quick else [500, 1000, 5000], ray)
+        sizes = [int(n) for n in args.cells.split(",")] if args.cells else [200, 500] if args.quick else [500, 1000, 5000]
+        driver(sizes, ray)
     if args.section in (None, "cells"):
         real_cells(1 if args.quick else args.rounds, not args.quick, ray)
 
