@@ -5,7 +5,6 @@ the driver at 5,000 cells)."""
 import json
 import os
 
-from cmpx.reports.json_report import RunSummary
 from cmpx.sweep import digests, window
 from cmpx.sweep.digests import DigestCache
 from cmpx.sweep.executors import Job
@@ -78,15 +77,6 @@ def test_a_resumed_sweep_hashes_no_unchanged_model_and_reads_no_cells_files(tmp_
     assert (hashed.take(), records.take(), reports.take()) == (0, 2, 2)
     assert run_cli("sweep", sweep, "--out", out).exit_code == 0
     assert (records.take(), reports.take()) == (0, 0)
-
-
-def test_the_index_keeps_of_a_report_all_that_the_summaries_read(tmp_path, run_cli):
-    sweep = write_zoo(tmp_path, names=("conv",))  # a mismatch: a first divergence, NaN-free worst errors
-    assert run_cli("sweep", sweep, "--out", tmp_path / "out").exit_code == 1
-    for path in (tmp_path / "out" / "cells").glob("*/report.json"):
-        read = RunSummary.from_document(json.loads(path.read_text()))
-        assert read.pairs and read.backends
-        assert RunSummary.from_document(json.loads(json.dumps(read.to_document(), allow_nan=False))) == read
 
 
 def test_a_changed_model_is_hashed_again_whatever_its_size_and_mtime_say(tmp_path, monkeypatch):
