@@ -1,5 +1,5 @@
 """The models' digests for the cells' fingerprints, hashed once per file version: ``digests.json`` in the results
-directory keeps each model's SHA-256 with the file's identity when it was hashed (device, inode, size, mtime_ns
+directory keeps each model's SHA-256 (hashed on up to ``HASHING_THREADS`` threads) with the file's identity when it was hashed (device, inode, size, mtime_ns
 and ctime_ns), so a later sweep into the same directory hashes only the models whose file changed.
 
 Any change to the file changes one of those (a rewrite in place its mtime and ctime, a new file its inode; a tool
@@ -16,13 +16,16 @@ import os
 import re
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from cmpx.outputs import write_whole
+from cmpx.sweep.capacity import cpus
 from cmpx.sweep.matrix import model_digest
 
 CACHE_FILE = "digests.json"
 RACY_SECONDS = 2.0
+HASHING_THREADS = 8  # at most; a shared file system may serve more, a local disk gains little beyond
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
@@ -52,6 +55,7 @@ class DigestCache:
     def digests(self, models: Sequence[str]) -> dict[str, str]:
         found = {}
         kept: dict[str, dict[str, Any]] = {}
+        todo = []
         for model in models:
             entry = self.entries.get(model)
             try:
@@ -61,12 +65,15 @@ class DigestCache:
             if entry is not None and identity is not None and entry["identity"] == identity:
                 found[model] = entry["sha256"]
                 kept[model] = entry
-                continue
-            digest, settled = _hash(model)
-            self.hashed += 1
-            found[model] = digest
-            if settled is not None:
-                kept[model] = {"identity": settled, "sha256": digest}
+            else:
+                todo.append(model)
+        # hashlib lets go of the GIL while it hashes: one thread per CPU hashes that many files at once
+        with ThreadPoolExecutor(max(1, min(len(todo), cpus(), HASHING_THREADS))) as pool:
+            for model, (digest, settled) in zip(todo, pool.map(_hash, todo)):
+                self.hashed += 1
+                found[model] = digest
+                if settled is not None:
+                    kept[model] = {"identity": settled, "sha256": digest}
         self._changed = kept != self.entries
         self.entries = kept
         return found
