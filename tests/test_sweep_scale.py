@@ -5,10 +5,14 @@ the driver at 5,000 cells)."""
 import json
 import os
 
+import pytest
+
+from cmpx.outputs import OutputFailed
 from cmpx.sweep import digests, window
 from cmpx.sweep.digests import DigestCache
 from cmpx.sweep.executors import Job
 from cmpx.sweep.store import CellStore
+from cmpx.sweep.writer import CellWriter
 from cmpx.testing import models as modelgen
 
 from sweep_zoo import summary, write_zoo
@@ -110,7 +114,7 @@ def test_a_changed_model_is_hashed_again_whatever_its_size_and_mtime_say(tmp_pat
 
 
 def _jobs(resources, count):
-    return [Job(None, {}, dict(resources)) for _ in range(count)]  # type: ignore[arg-type]
+    return [Job(None, {}, dict(resources)) for _ in range(count)]
 
 
 def test_the_ray_window_bounds_each_kind_of_cell_so_gpu_cells_never_hold_back_cpu_ones(monkeypatch):
@@ -125,3 +129,22 @@ def test_the_ray_window_bounds_each_kind_of_cell_so_gpu_cells_never_hold_back_cp
 
     limited = window.Window(gpu + cpu, 3, lambda: {"CPU": 64.0})  # --jobs 3: three in flight in all
     assert len(list(limited.take())) == 3 and list(limited.take()) == []
+
+
+def test_a_write_that_fails_on_the_writer_thread_is_raised_in_the_sweep_and_stops_the_writes():
+    class FullDisk:
+        saved = 0
+
+        def save(self, *cell):
+            self.saved += 1
+            raise OutputFailed("--out results/cells/a/report.json: No space left on device")
+
+    store = FullDisk()
+    writer = CellWriter(store)
+    writer.save(*[None] * 4)
+    writer.save(*[None] * 4)  # queued before the first failed, or raises it
+    with pytest.raises(OutputFailed, match="No space left"):
+        writer.close()
+    with pytest.raises(OutputFailed, match="No space left"):
+        writer.save(*[None] * 4)
+    assert store.saved == 1
