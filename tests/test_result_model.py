@@ -1,6 +1,6 @@
 """One result model (issue #27, items 3 and 4): the kind of a backend failure is the failure's own, made where it
 happens and read alike by the JSON report and by reduce; the --report-json document is read back through one
-typed reader, next to its writer; a sweep cell's record is written and read by one type; and exit codes are
+typed reader, next to its writer (and its sum, which a sweep's index keeps, read back alike); a sweep cell's record is written and read by one type; and exit codes are
 written by name, never as numbers, outside cmpx.errors."""
 
 import ast
@@ -85,6 +85,7 @@ def test_the_json_document_is_read_back_as_it_was_written(run_cli, models, tmp_p
     assert summary.failures == (FailureSummary("faulty", "infer", "protocol", message),)
     assert [b.name for b in summary.backends] == ["onnxrt", "faulty", "onnxref"]
     assert summary.backends[0].mean_infer_seconds > 0
+    assert RunSummary.from_document(json.loads(json.dumps(summary.to_document(), allow_nan=False))) == summary
 
 
 def test_the_reader_refuses_what_is_not_a_report_and_reads_non_finite_numbers():
@@ -98,6 +99,9 @@ def test_the_reader_refuses_what_is_not_a_report_and_reads_non_finite_numbers():
     summary = RunSummary.from_document({"format": "cmpx-report", "exit_code": 1, "pairs": [pair], "backends": []})
     assert math.isnan(summary.pairs[0].worst_abs) and summary.pairs[0].worst_rel == math.inf
     assert summary.pairs[0].first_divergence.tensor == "t" and not summary.pairs[0].passed
+    again = RunSummary.from_document(json.loads(json.dumps(summary.to_document(), allow_nan=False)))
+    assert math.isnan(again.pairs[0].worst_abs) and again.pairs[0].worst_rel == math.inf
+    assert again.pairs[0].first_divergence == summary.pairs[0].first_divergence
 
 
 def test_a_cell_record_is_read_back_whole_or_not_at_all():

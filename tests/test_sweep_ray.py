@@ -9,6 +9,8 @@ import uuid
 
 import pytest
 
+from cmpx.sweep import window
+
 from conftest import REPO, run_cmpx
 from sweep_zoo import VERDICTS, processes_marked, summary, verdicts, write_zoo
 
@@ -73,10 +75,22 @@ def test_ray_runs_tasks_on_the_main_thread_of_its_workers(local_ray):
     assert ray.get([ray.remote(on_main_thread).remote() for _ in range(2)]) == [True, True]
 
 
-def test_a_ray_sweep_gives_the_verdicts_of_a_local_sweep(tmp_path, run_cli, local_ray):
+def test_a_ray_sweep_gives_the_verdicts_of_a_local_sweep(tmp_path, run_cli, local_ray, monkeypatch):
+    # A window of 2 x 2 CPUs for 6 cells: cells wait in the driver until others finish (cmpx.sweep.window).
+    monkeypatch.setattr(window, "MIN_WINDOW", 1)
+    in_flight = []  # cells in flight after each time round the loop
+    original = window.Window.take
+
+    def take(self):
+        taken = list(original(self))
+        in_flight.append(self.total)
+        return taken
+
+    monkeypatch.setattr(window.Window, "take", take)
     sweep = write_zoo(tmp_path)
     on_ray = run_cli("sweep", sweep, "--out", tmp_path / "ray", "--executor", "ray")
     assert on_ray.exit_code == 1, on_ray.output
+    assert max(in_flight) == 4 and len(in_flight) > 2  # the window was full, and refilled
     assert "executor ray: the Ray this process is connected to" in on_ray.output
     local = run_cli("sweep", sweep, "--out", tmp_path / "local", "--jobs", "2")
     assert local.exit_code == 1, local.output

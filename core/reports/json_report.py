@@ -280,6 +280,28 @@ class RunSummary:
         except (KeyError, TypeError, AttributeError) as exc:
             raise ValueError(f"not a cmpx report: {type(exc).__name__} {exc}") from None
 
+    def to_document(self) -> dict[str, Any]:
+        """The smallest document ``from_document`` reads back as this summary (a sweep's index keeps it, so that
+        resuming a sweep reads no cell's full report); non-finite numbers as ``strict`` writes them."""
+        failed = {f.backend: f for f in self.failures}
+        live: list[dict[str, Any]] = [{"name": b.name, "kind": "live", "load_seconds": b.load_seconds,
+                 "infer_seconds": {"mean": b.mean_infer_seconds}} for b in self.backends]
+        for entry in live:
+            if entry["name"] in failed:
+                entry["failure"] = _failure_record(failed.pop(entry["name"]))
+        live += [{"name": f.backend, "kind": "live", "failure": _failure_record(f)} for f in failed.values()]
+        return strict({"format": "cmpx-report", "exit_code": self.exit_code, "backends": live, "pairs": [
+            {"backend": p.backend, "reference": p.reference, "iterations": p.iterations,
+             "iterations_passed": p.iterations_passed, "outputs": p.outputs, "outputs_passed": p.outputs_passed,
+             "worst_abs": p.worst_abs, "worst_rel": p.worst_rel,
+             "first_divergence": None if p.first_divergence is None else {
+                 "iteration": p.first_divergence.iteration, "tensor": p.first_divergence.tensor,
+                 "node": p.first_divergence.node, "op_type": p.first_divergence.op_type}} for p in self.pairs]})
+
+
+def _failure_record(failure: FailureSummary) -> dict[str, str]:
+    return {"phase": failure.phase, "kind": failure.kind, "message": failure.message}
+
 
 def _first_divergence(found: Mapping[str, Any] | None) -> FirstDivergence | None:
     if not found:

@@ -1,9 +1,11 @@
 """``run_sweep``: a sweep file's models x runs, from the checks to the summaries.
 
     read and check    the sweep file, then every run's args as cmpx run would (UsageError: before any cell)
-    resume            cells whose earlier result still holds are kept (cmpx.sweep.store); cells of the same
+    resume            cells whose earlier result still holds are kept (cmpx.sweep.store; the models' digests from
+                      cmpx.sweep.digests, the earlier results from the index, cmpx.sweep.index); cells of the same
                       inputs (model files of the same content) run once (cmpx.sweep.same_inputs)
-    execute           the other cells, on the local or the Ray executor; each finished cell is written at once
+    execute           the other cells, on the local or the Ray executor; each finished cell is written at once, by
+                      the sweep's one writer (cmpx.sweep.writer)
     summarize         summary.json, summary.md, junit.xml, summary.html; the exit code
 """
 
@@ -18,7 +20,8 @@ from cmpx.errors import UsageError
 from cmpx.outcome.report_data import RunInterrupted
 from cmpx.reports.terminal import Progress
 from cmpx.sweep.executors import Executor, Job
-from cmpx.sweep.matrix import Cell, cells, check_runs, model_digest
+from cmpx.sweep.digests import DigestCache
+from cmpx.sweep.matrix import Cell, cells, check_runs
 from cmpx.sweep.outcome import CellOutcome
 from cmpx.sweep.overview import write_overview
 from cmpx.sweep.progress import SweepProgress
@@ -27,6 +30,7 @@ from cmpx.sweep.store import CellStore
 from cmpx.sweep.summary import CellEntry, SweepSummary, write_summary
 from cmpx.sweep.sweepfile import SweepFile, read_sweep_file
 from cmpx.sweep.tables import write_tables
+from cmpx.sweep.writer import CellWriter
 
 EXECUTORS = ("local", "ray")
 
@@ -66,7 +70,9 @@ def run_sweep(options: SweepOptions, echo: Callable[[str], None], terminal: Prog
                                     warn or (lambda message: echo(f"warning: {message}")))
     store = CellStore(options.out, options.force_out)
     matrix = cells(sweep, runs)
-    digests = {model: model_digest(model) for model in sweep.models}
+    digest_cache = DigestCache(options.out)
+    digests = digest_cache.digests(sweep.models)
+    digest_cache.save()
     fingerprints = {cell.key: cell.fingerprint(digests[cell.model]) for cell in matrix}
     entries: dict[str, CellEntry] = {}
     to_run = []
@@ -77,8 +83,9 @@ def run_sweep(options: SweepOptions, echo: Callable[[str], None], terminal: Prog
         for cell in group:
             record = kept[cell.key]
             if record is None and source is not None:  # a model file of the same content was kept: take its result
-                record = store.save(cell, fingerprints[cell.key], store.kept_outcome(*source),
-                                    same_as=source[0].label)
+                kept_outcome = store.kept_outcome(*source)
+                record = store.record_of(cell, fingerprints[cell.key], kept_outcome, same_as=source[0].label)
+                store.save(cell, record, kept_outcome, kept_outcome.summary)  # the writer has not started yet
             if record is not None:
                 entries[cell.key] = CellEntry.of(cell.label, cell.run_name, record, store.report(cell, record),
                                                  cell.key, reused=True)
@@ -93,13 +100,16 @@ def run_sweep(options: SweepOptions, echo: Callable[[str], None], terminal: Prog
          + f" | {jobs_text}")
     progress = SweepProgress(len(to_run), echo, terminal or Progress())
     interrupted = False
+    writer = CellWriter(store)
     try:
         if to_run:
-            executor.run(to_run, _Events(store, fingerprints, entries, progress, copies))
+            executor.run(to_run, _Events(store, writer, fingerprints, entries, progress, copies))
     except KeyboardInterrupt:
         interrupted = True
     finally:
         progress.clear()
+        writer.close()
+    store.finish()
     return _summarize(options, sweep, matrix, entries, time.monotonic() - started, interrupted, echo)
 
 
@@ -124,11 +134,12 @@ def _executor(options: SweepOptions, sweep: SweepFile, cells: int,
 
 
 class _Events:
-    """Writes each finished cell's files at once and keeps its summary entry."""
+    """Hands each finished cell to the writer and keeps its summary entry."""
 
-    def __init__(self, store: CellStore, fingerprints: dict[str, dict[str, Any]], entries: dict[str, CellEntry],
-                 progress: SweepProgress, copies: dict[str, list[Cell]]):
+    def __init__(self, store: CellStore, writer: CellWriter, fingerprints: dict[str, dict[str, Any]],
+                 entries: dict[str, CellEntry], progress: SweepProgress, copies: dict[str, list[Cell]]):
         self.store = store
+        self.writer = writer
         self.fingerprints = fingerprints
         self.entries = entries
         self.progress = progress
@@ -142,13 +153,16 @@ class _Events:
         if outcome.interrupted:  # not a result: the cell runs again next time
             self.progress.cell_dropped()
             return
-        record = self.store.save(cell, self.fingerprints[cell.key], outcome)
-        entry = CellEntry.of(cell.label, cell.run_name, record, outcome.summary, cell.key)
+        record = self.store.record_of(cell, self.fingerprints[cell.key], outcome)
+        summary = outcome.summary
+        self.writer.save(cell, record, outcome, summary)
+        entry = CellEntry.of(cell.label, cell.run_name, record, summary, cell.key)
         self.entries[cell.key] = entry
         self.progress.cell_finished(entry)
         for same in self.copies.get(cell.key, ()):  # same model content, same run: the same result
-            record = self.store.save(same, self.fingerprints[same.key], outcome, same_as=cell.label)
-            self.entries[same.key] = CellEntry.of(same.label, same.run_name, record, outcome.summary, same.key)
+            record = self.store.record_of(same, self.fingerprints[same.key], outcome, same_as=cell.label)
+            self.writer.save(same, record, outcome, summary)
+            self.entries[same.key] = CellEntry.of(same.label, same.run_name, record, summary, same.key)
 
     def tick(self) -> None:
         self.progress.tick()

@@ -12,7 +12,6 @@ import signal
 import socket
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -20,6 +19,7 @@ from cmpx.errors import ExitCode, UsageError, telling_line
 from cmpx.sweep.outcome import CellOutcome
 from cmpx.sweep.executors import Events, Job
 from cmpx.sweep.shipping import ModelShipment
+from cmpx.sweep.window import Window
 
 TICK_SECONDS = 0.25
 INTERRUPT_GRACE_SECONDS = 15.0
@@ -55,7 +55,8 @@ def task_options(resources: dict[str, float]) -> dict[str, Any]:
 
 class RayExecutor:
     """``address``: a cluster to connect to (else RAY_ADDRESS, else a local Ray with ``local_cpus`` CPUs);
-    ``limit``: at most this many cells submitted at once (None: all, and Ray schedules them)."""
+    ``limit``: at most this many cells submitted at once (None: a window sized by the cluster,
+    cmpx.sweep.window)."""
 
     def __init__(self, address: str | None, local_cpus: int, limit: int | None,
                  warn: Callable[[str], None] = lambda message: None, ship_models: bool = False):
@@ -82,18 +83,22 @@ class RayExecutor:
 
             remote = ray.remote(run_cell_task)
             shipment = ModelShipment(ray, jobs) if self.ship_models else None
-            pending = deque(jobs)
+            window = Window(jobs, self.limit, ray.cluster_resources)
             in_flight: dict[Any, Job] = {}
+            waiting: list[Any] = []  # the refs in flight, as ray.wait gives them back (not rebuilt each time)
             try:
-                while pending or in_flight:
-                    while pending and (self.limit is None or len(in_flight) < self.limit):
-                        job = pending.popleft()
+                while window.pending or in_flight:
+                    for job in window.take():
                         task = shipment.task(job) if shipment else job.task
-                        in_flight[remote.options(**task_options(job.resources)).remote(task)] = job
+                        ref = remote.options(**task_options(job.resources)).remote(task)
+                        in_flight[ref] = job
+                        waiting.append(ref)
                         events.started(job)
-                    done, _ = ray.wait(list(in_flight), num_returns=1, timeout=TICK_SECONDS)
+                    done, waiting = _ready(ray, waiting)
                     for ref in done:
-                        events.finished(in_flight.pop(ref), self._outcome(ref))
+                        job = in_flight.pop(ref)
+                        window.finished(job)
+                        events.finished(job, self._outcome(ref))
                     events.tick()
             except KeyboardInterrupt:
                 self._interrupt(in_flight, events)
@@ -162,12 +167,26 @@ class RayExecutor:
         for ref in in_flight:
             ray.cancel(ref)
         deadline = time.monotonic() + INTERRUPT_GRACE_SECONDS
+        waiting = list(in_flight)
         while in_flight and time.monotonic() < deadline:
-            done, _ = ray.wait(list(in_flight), num_returns=1, timeout=TICK_SECONDS)
+            done, waiting = _ready(ray, waiting)
             for ref in done:
                 events.finished(in_flight.pop(ref), self._outcome(ref))
         for ref in in_flight:
             ray.cancel(ref, force=True)
+
+
+def _ready(ray: Any, waiting: list[Any]) -> tuple[list[Any], list[Any]]:
+    """The refs done now, and those still running: waits up to a tick for the first, then takes every other that
+    is done too, so that a busy cluster's results come in batches and each call costs one pass over the window."""
+    if not waiting:
+        time.sleep(TICK_SECONDS)
+        return [], waiting
+    done, waiting = ray.wait(waiting, num_returns=1, timeout=TICK_SECONDS)
+    if done and waiting:
+        more, waiting = ray.wait(waiting, num_returns=len(waiting), timeout=0)
+        done += more
+    return done, waiting
 
 
 def _check_reachable(address: str, seconds: float = 10.0) -> None:

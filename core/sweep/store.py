@@ -5,10 +5,11 @@
     cells/KEY/log.txt       the text report cmpx run would have printed, and the error if there was one
     cells/KEY/cell.json     the record: model, run, exit code, failure, timings, and the fingerprint of its inputs
 
-``cell.json`` is written last, so a cell with one is complete. A later sweep into the same directory takes a
-cell's earlier result as long as its report exists and its fingerprint (model content, args, plugins, threads,
-the frameworks' and cmpx's versions: cmpx.sweep.matrix.Cell.fingerprint) is unchanged; ``--rerun failed`` runs
-again those that did not pass, ``--rerun all`` every cell.
+``cell.json`` is written last, so a cell with one is complete; ``index.jsonl`` (cmpx.sweep.index) then gets the
+cell's record and its report in sum, which is what a later sweep reads to resume. A later sweep into the same
+directory takes a cell's earlier result as long as its report exists and its fingerprint (model content, args,
+plugins, threads, the frameworks' and cmpx's versions: cmpx.sweep.matrix.Cell.fingerprint) is unchanged;
+``--rerun failed`` runs again those that did not pass, ``--rerun all`` every cell.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 from cmpx.errors import ExitCode, UsageError
 from cmpx.outputs import write_whole
 from cmpx.reports.json_report import RunSummary
+from cmpx.sweep.index import CellIndex
 from cmpx.sweep.matrix import Cell
 from cmpx.sweep.outcome import CellOutcome
 
@@ -77,6 +79,7 @@ class CellStore:
                 _write(os.path.join(out, MARKER), "cmpx sweep results: cells/, summary.json, summary.md, junit.xml\n")
         except OSError as exc:
             raise UsageError(f"--out {out}: cannot create it: {exc.strerror or exc}") from None
+        self.index = CellIndex(out)
 
     def folder(self, cell: Cell) -> str:
         return os.path.join(self.cells, cell.key)
@@ -90,9 +93,13 @@ class CellStore:
             return None
 
     def reusable(self, cell: Cell, fingerprint: dict[str, Any], rerun: str | None) -> CellRecord | None:
-        """The earlier record to keep instead of running the cell, or None to run it."""
-        record = self.record(cell)
-        if rerun == "all" or record is None or record.fingerprint != fingerprint:
+        """The earlier record to keep instead of running the cell, or None to run it. Read from the index; from
+        the cell's ``cell.json`` only when the index does not know the cell."""
+        if rerun == "all":
+            return None
+        indexed = self.index.get(cell.key)
+        record = self.record(cell) if indexed is None else CellRecord.from_dict(indexed.record)
+        if record is None or record.fingerprint != fingerprint:
             return None
         if record.exit_code not in VERDICT_EXIT_CODES or not record.report:
             return None
@@ -102,10 +109,20 @@ class CellStore:
             return None
         return record
 
-    def save(self, cell: Cell, fingerprint: dict[str, Any], outcome: CellOutcome,
-             same_as: str | None = None) -> CellRecord:
-        """Write a finished cell's files (``same_as``: the model whose cell ran for it); return its record."""
+    def record_of(self, cell: Cell, fingerprint: dict[str, Any], outcome: CellOutcome,
+                  same_as: str | None = None) -> CellRecord:
+        """The record of a cell that just finished (``save`` writes it; ``same_as``: the model whose cell ran for
+        it)."""
+        return CellRecord(model=cell.label, model_path=cell.model, run=cell.run_name,
+                          exit_code=int(outcome.exit_code), failure=outcome.failure, seconds=outcome.seconds,
+                          host=outcome.host, finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                          fingerprint=fingerprint, report="report.json" if outcome.report is not None else None,
+                          log="log.txt", threads=outcome.threads, same_as=same_as)
+
+    def save(self, cell: Cell, record: CellRecord, outcome: CellOutcome, summary: RunSummary | None) -> None:
+        """Write a finished cell's files, then its line of the index (``summary``: its report in sum)."""
         folder = self.folder(cell)
+        self.index.forget(cell.key)  # until its files are whole again
         os.makedirs(folder, exist_ok=True)
         record_path = os.path.join(folder, "cell.json")
         if os.path.exists(record_path):
@@ -120,13 +137,8 @@ class CellStore:
         elif os.path.exists(os.path.join(folder, PAGE)):
             os.unlink(os.path.join(folder, PAGE))
         _write(os.path.join(folder, "log.txt"), outcome.log or "")
-        record = CellRecord(model=cell.label, model_path=cell.model, run=cell.run_name,
-                            exit_code=int(outcome.exit_code), failure=outcome.failure, seconds=outcome.seconds,
-                            host=outcome.host, finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                            fingerprint=fingerprint, report="report.json" if report is not None else None,
-                            log="log.txt", threads=outcome.threads, same_as=same_as)
         _write(record_path, json.dumps(record.to_dict(), indent=1) + "\n")
-        return record
+        self.index.add(cell.key, record.to_dict(), summary)
 
     def kept_outcome(self, cell: Cell, record: CellRecord) -> CellOutcome:
         """A kept cell's outcome read back from its files, for another cell of the same inputs to take."""
@@ -144,7 +156,16 @@ class CellStore:
                            threads=record.threads)
 
     def report(self, cell: Cell, record: CellRecord) -> RunSummary | None:
-        """The cell's report.json, read back typed; None if it has none or it cannot be read."""
+        """A kept cell's report in sum: from the index, else its report.json read back typed (and then added to
+        the index); None if it has none or it cannot be read."""
+        indexed = self.index.get(cell.key)
+        if indexed is not None:
+            return indexed.summary
+        summary = self.report_file(cell, record)
+        self.index.learn(cell.key, record.to_dict(), summary)
+        return summary
+
+    def report_file(self, cell: Cell, record: CellRecord) -> RunSummary | None:
         if not record.report:
             return None
         try:
@@ -152,6 +173,10 @@ class CellStore:
                 return RunSummary.from_document(json.load(f))
         except (OSError, ValueError):
             return None
+
+    def finish(self) -> None:
+        """The sweep is over: the index rewritten if it holds stale lines or misses kept cells."""
+        self.index.compact()
 
 
 def refuse_foreign(out: str, force: bool) -> None:
