@@ -239,7 +239,7 @@ def test_the_top_level_help_lists_every_command_without_importing_any_or_discove
              "print('LOADED', loaded, sorted(LAZY_COMMANDS))\n")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    assert "LOADED [] ['env', 'reduce', 'run', 'sweep', 'tolerances']" in done.stdout, done.stdout
+    assert "LOADED [] ['env', 'precision', 'reduce', 'run', 'sweep', 'tolerances']" in done.stdout, done.stdout
     listed = dict(line.split(None, 1) for line in done.stdout.split("Commands:\n")[1].splitlines()
                   if line.startswith("  ") and not line.startswith("    "))
     assert listed["run"] == "Run a model on several backends and compare the outputs."

@@ -109,6 +109,7 @@ def test_a_resumed_sweep_runs_again_what_other_plugins_or_framework_versions_gav
     record = json.loads(path.read_text())
     record["fingerprint"]["frameworks"]["onnxrt"][1] = "1.0.0"
     path.write_text(json.dumps(record))
+    (out / "index.jsonl").unlink()  # resume reads the index first; without it, the cells' own files
     upgraded = run_cli("sweep", sweep, "--out", out, "-p", "cmpx_test_faulty")
     assert upgraded.exit_code == 0 and "0 kept from an earlier sweep, 1 to run" in upgraded.output
 
