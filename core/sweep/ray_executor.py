@@ -2,7 +2,13 @@
 RAY_ADDRESS), on a Ray this process is already connected to, or on a local Ray started here and shut down at the
 end. The task runs cmpx.sweep.cell on its worker process's main thread; the outcome, report included, comes back
 through Ray, so the results directory only has to exist where the sweep runs. Models and the files runs read must
-be at the same path on every node."""
+be at the same path on every node.
+
+Failures of the cluster are not verdicts: a cell whose process, node or memory failed is run again by Ray (up to
+INFRASTRUCTURE_RETRIES times; a cell's own failure, which it returns, never is), and what still fails is an
+infrastructure failure (exit 6); a cell no node can hold is refused before any cell runs, or, when no node has
+one of its resources yet, waits up to --pending-timeout; a lost head ends the sweep (ClusterLost, exit 6) with
+the finished cells kept (cmpx.sweep.ray_cluster)."""
 
 from __future__ import annotations
 
@@ -19,9 +25,12 @@ from typing import Any
 from cmpx.errors import ExitCode, UsageError, telling_line
 from cmpx.sweep.outcome import CellOutcome
 from cmpx.sweep.executors import Events, Job
+from cmpx.sweep.ray_cluster import (CHECK_SECONDS, DEFAULT_PENDING_TIMEOUT, HeadWatch, WaitingCells,
+                                    check_runs_fit, demand, head_lost_seconds, node_capacities)
 
 TICK_SECONDS = 0.25
 INTERRUPT_GRACE_SECONDS = 15.0
+INFRASTRUCTURE_RETRIES = 2  # Ray runs a cell again at most this often when its process or node failed
 
 
 def import_ray() -> Any:
@@ -34,9 +43,10 @@ def import_ray() -> Any:
 
 def task_options(resources: dict[str, float]) -> dict[str, Any]:
     """Ray's options for a cell that needs ``resources`` ({"GPU": 1}, {"CPU": 2}, {"memory": bytes}, or any
-    custom resource of the cluster). A cell takes one CPU unless it says otherwise; a failed cell is never
-    retried (its failure is the result)."""
-    options: dict[str, Any] = {"num_cpus": 1, "max_retries": 0}
+    custom resource of the cluster). A cell takes one CPU unless it says otherwise. Ray runs it again when its
+    process or node failed (max_retries counts system failures only), never when it raised or returned a failure
+    (retry_exceptions): a cell's own failure is its result."""
+    options: dict[str, Any] = {"num_cpus": 1, "max_retries": INFRASTRUCTURE_RETRIES, "retry_exceptions": False}
     custom = {}
     for name, amount in resources.items():
         if name == "CPU":
@@ -54,10 +64,11 @@ def task_options(resources: dict[str, float]) -> dict[str, Any]:
 
 class RayExecutor:
     """``address``: a cluster to connect to (else RAY_ADDRESS, else a local Ray with ``local_cpus`` CPUs);
-    ``limit``: at most this many cells submitted at once (None: all, and Ray schedules them)."""
+    ``limit``: at most this many cells submitted at once (None: all, and Ray schedules them); ``pending_timeout``:
+    how long a cell may wait for a node able to hold it (None: the default; 0: no limit)."""
 
     def __init__(self, address: str | None, local_cpus: int, limit: int | None,
-                 warn: Callable[[str], None] = lambda message: None):
+                 warn: Callable[[str], None] = lambda message: None, pending_timeout: float | None = None):
         self.ray = import_ray()
         self.warn = warn
         self.address = address or os.environ.get("RAY_ADDRESS") or None
@@ -65,6 +76,8 @@ class RayExecutor:
             _check_reachable(self.address)
         self.local_cpus = local_cpus
         self.limit = limit
+        timeout = DEFAULT_PENDING_TIMEOUT if pending_timeout is None else pending_timeout
+        self.waiting = WaitingCells(timeout or None)
 
     def describe(self) -> str:
         if self.ray.is_initialized():
@@ -81,6 +94,8 @@ class RayExecutor:
             remote = ray.remote(run_cell_task)
             pending = deque(jobs)
             in_flight: dict[Any, Job] = {}
+            head = HeadWatch(ray.get_runtime_context().gcs_address, head_lost_seconds())
+            checked = time.monotonic()
             try:
                 while pending or in_flight:
                     while pending and (self.limit is None or len(in_flight) < self.limit):
@@ -90,6 +105,9 @@ class RayExecutor:
                     done, _ = ray.wait(list(in_flight), num_returns=1, timeout=TICK_SECONDS)
                     for ref in done:
                         events.finished(in_flight.pop(ref), self._outcome(ref))
+                    if time.monotonic() - checked >= CHECK_SECONDS:
+                        checked = time.monotonic()
+                        self._watch(head, in_flight, events)
                     events.tick()
             except KeyboardInterrupt:
                 self._interrupt(in_flight, events)
@@ -109,9 +127,9 @@ class RayExecutor:
         try:
             if self.address:
                 ray.init(address=self.address, logging_level=logging.WARNING, log_to_driver=False)
-            else:
-                ray.init(num_cpus=self.local_cpus, include_dashboard=False, logging_level=logging.WARNING,
-                         log_to_driver=False)
+            else:  # "local": a new Ray, never the last cluster started on this machine (ray_current_cluster)
+                ray.init(address="local", num_cpus=self.local_cpus, include_dashboard=False,
+                         logging_level=logging.WARNING, log_to_driver=False)
         except (ConnectionError, RuntimeError, ValueError) as exc:
             where = f"the Ray cluster at {self.address}" if self.address else "a local Ray"
             raise UsageError(f"cannot start or reach {where}: {exc}") from None
@@ -123,23 +141,23 @@ class RayExecutor:
         return True
 
     def _check_resources(self, jobs: Sequence[Job], started_here: bool) -> None:
-        """A cell that needs more of a resource than the whole Ray has would wait forever: an error on the local
-        Ray started here, a warning on a cluster (an autoscaler may add the nodes)."""
-        have = self.ray.cluster_resources()
-        short: dict[str, str] = {}
-        for job in jobs:
-            for name, amount in job.resources.items():
-                if amount > have.get(name, 0):
-                    short.setdefault(job.cell.run_name, f"{name} {amount:g}")
-        if not short:
-            return
-        needs = "; ".join(f"run {run!r} needs {need}" for run, need in short.items())
-        total = ", ".join(f"{k} {v / 2**30:.1f} GiB" if k == "memory" else f"{k} {v:g}" for k, v in sorted(have.items())
-                          if not k.startswith("node:") and k != "object_store_memory")
-        if started_here and not self.address:
-            raise UsageError(f"{needs}, and the local Ray started for this sweep has only {total}; give "
-                             "--ray-address of a cluster that has it")
-        self.warn(f"{needs}, and the Ray cluster has {total} now: those cells wait until nodes that have it join")
+        runs = {job.cell.run_name: demand(job.resources) for job in jobs}
+        local = started_here and not self.address
+        for warning in check_runs_fit(runs, node_capacities(self.ray), local, self.waiting.timeout):
+            self.warn(warning)
+
+    def _watch(self, head: HeadWatch, in_flight: dict[Any, Job], events: Events) -> None:
+        """Raises ClusterLost if the head is gone; ends the cells that waited too long for a node."""
+        now = time.monotonic()
+        head.check(now)
+        try:
+            nodes = node_capacities(self.ray)
+        except self.ray.exceptions.RayError:
+            return  # the head check decides
+        expired = self.waiting.expired({ref: demand(job.resources) for ref, job in in_flight.items()}, nodes, now)
+        for ref, why in expired.items():
+            self.ray.cancel(ref)
+            events.finished(in_flight.pop(ref), _failed(ExitCode.INFRASTRUCTURE, f"infrastructure failure: {why}"))
 
     def _outcome(self, ref: Any) -> CellOutcome:
         ray = self.ray
@@ -147,9 +165,11 @@ class RayExecutor:
             return ray.get(ref)
         except ray.exceptions.TaskCancelledError:
             return _failed(ExitCode.INTERRUPTED, "interrupted")
-        except ray.exceptions.RayError as exc:  # the task's process died, or Ray lost it
+        except ray.exceptions.RayTaskError as exc:  # the cell's own code raised: its failure, not the cluster's
             first = telling_line(str(exc))
             return _failed(ExitCode.INTERNAL, f"the Ray task running this cell failed: {type(exc).__name__}: {first}")
+        except ray.exceptions.RayError as exc:  # its process, node or memory failed, past Ray's retries
+            return _failed(ExitCode.INFRASTRUCTURE, _infrastructure_failure(ray, exc))
 
     def _interrupt(self, in_flight: dict[Any, Job], events: Events) -> None:
         """Cancel every cell: those under way get a KeyboardInterrupt, stop their workers and answer; those that
@@ -176,6 +196,17 @@ def _check_reachable(address: str, seconds: float = 10.0) -> None:
         socket.create_connection((host.strip("[]"), int(port)), timeout=seconds).close()
     except OSError as exc:
         raise UsageError(f"cannot reach the Ray cluster at {address}: {exc.strerror or exc}") from None
+
+
+def _infrastructure_failure(ray: Any, exc: Exception) -> str:
+    """What failed under a cell, in words, and how often Ray tried it."""
+    errors = ray.exceptions
+    what = ("killed for lack of memory" if isinstance(exc, errors.OutOfMemoryError) else
+            "its node died" if isinstance(exc, errors.NodeDiedError) else
+            "the Ray worker process running it died" if isinstance(exc, errors.WorkerCrashedError) else
+            "Ray lost it")
+    return (f"infrastructure failure: {what}, on each of its tries (Ray runs a cell again up to "
+            f"{INFRASTRUCTURE_RETRIES} times after such a failure): {type(exc).__name__}: {telling_line(str(exc))}")
 
 
 def _failed(code: ExitCode, failure: str) -> CellOutcome:
