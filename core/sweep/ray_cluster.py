@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
@@ -35,6 +36,29 @@ def node_capacities(ray: Any) -> list[Capacity]:
     return [{name: amount for name, amount in node["Resources"].items()
              if not name.startswith("node:") and name != "object_store_memory"}
             for node in ray.nodes() if node.get("Alive")]
+
+
+class NodeWatch:
+    """The alive nodes' capacities as last read, each read in a daemon thread of its own: with the head down,
+    ``ray.nodes()`` blocks until Ray ends the process, and the sweep must go on watching the head meanwhile."""
+
+    def __init__(self, ray: Any):
+        self.ray = ray
+        self.latest: list[Capacity] | None = None
+        self.reading: threading.Thread | None = None
+
+    def capacities(self) -> list[Capacity] | None:
+        """The last read (None before the first), and a new read started unless one is under way."""
+        if self.reading is None or not self.reading.is_alive():
+            self.reading = threading.Thread(target=self._read, name="cmpx-ray-nodes", daemon=True)
+            self.reading.start()
+        return self.latest
+
+    def _read(self) -> None:
+        try:
+            self.latest = node_capacities(self.ray)
+        except Exception:  # the head is gone or going: HeadWatch decides
+            pass
 
 
 def _amount(name: str, amount: float) -> str:

@@ -25,7 +25,7 @@ from typing import Any
 from cmpx.errors import ExitCode, UsageError, telling_line
 from cmpx.sweep.outcome import CellOutcome
 from cmpx.sweep.executors import Events, Job
-from cmpx.sweep.ray_cluster import (CHECK_SECONDS, DEFAULT_PENDING_TIMEOUT, HeadWatch, WaitingCells,
+from cmpx.sweep.ray_cluster import (CHECK_SECONDS, DEFAULT_PENDING_TIMEOUT, HeadWatch, NodeWatch, WaitingCells,
                                     check_runs_fit, demand, head_lost_seconds, node_capacities)
 
 TICK_SECONDS = 0.25
@@ -78,6 +78,7 @@ class RayExecutor:
         self.limit = limit
         timeout = DEFAULT_PENDING_TIMEOUT if pending_timeout is None else pending_timeout
         self.waiting = WaitingCells(timeout or None)
+        self.nodes = NodeWatch(self.ray)
 
     def describe(self) -> str:
         if self.ray.is_initialized():
@@ -150,10 +151,9 @@ class RayExecutor:
         """Raises ClusterLost if the head is gone; ends the cells that waited too long for a node."""
         now = time.monotonic()
         head.check(now)
-        try:
-            nodes = node_capacities(self.ray)
-        except self.ray.exceptions.RayError:
-            return  # the head check decides
+        nodes = self.nodes.capacities()
+        if nodes is None:
+            return
         expired = self.waiting.expired({ref: demand(job.resources) for ref, job in in_flight.items()}, nodes, now)
         for ref, why in expired.items():
             self.ray.cancel(ref)
