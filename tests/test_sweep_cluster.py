@@ -204,6 +204,25 @@ def test_infrastructure_failures_are_retried_and_a_cells_own_failure_is_not(tmp_
     assert "1 kept from an earlier sweep, 2 to run" in rerun.stdout, rerun.stdout + rerun.stderr
 
 
+def test_a_cell_killed_by_rays_memory_monitor_on_each_try_is_an_infrastructure_failure(tmp_path):
+    # A Ray of cmpx's own whose memory monitor finds every node over its threshold: each try is killed. Ray
+    # would retry such a kill without end; cmpx bounds it as the other system failures (else: no end, a timeout)
+    sweep = write_zoo(tmp_path, '[[runs]]\nname = "ref"\nargs = "--backend onnxrt --backend onnxref"\n',
+                      names=("gather",))
+    ray_of_its_own = Cluster()  # not started: its RAY_TMPDIR, and the cleanup of what the sweep leaves
+    try:
+        done = ray_of_its_own.sweep(sweep, "--out", tmp_path / "out", "--jobs", "1", address=False, timeout=240,
+                                    env={"RAY_memory_usage_threshold": "0.01", "RAY_memory_monitor_refresh_ms": "100"})
+    finally:
+        ray_of_its_own.stop()
+    assert done.returncode == 6, done.stdout + done.stderr
+    cell = summary(tmp_path / "out")["cells"][0]
+    assert cell["verdict"] == "infrastructure failure"
+    assert cell["failure"]["message"].startswith(
+        "infrastructure failure: killed for lack of memory, on each of its tries (Ray runs a cell again up to 2 "
+        "times after such a failure): OutOfMemoryError: ")
+
+
 def test_a_node_killed_under_a_cell_is_survived_by_a_retry(tmp_path, cluster):
     # Three slow cells of 1 CPU on nodes of 2 + 1 CPUs: one runs on the second node, which is killed under it
     record = tmp_path / "infer.txt"

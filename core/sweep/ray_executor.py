@@ -31,6 +31,7 @@ from cmpx.sweep.ray_cluster import (CHECK_SECONDS, DEFAULT_PENDING_TIMEOUT, Head
 TICK_SECONDS = 0.25
 INTERRUPT_GRACE_SECONDS = 15.0
 INFRASTRUCTURE_RETRIES = 2  # Ray runs a cell again at most this often when its process or node failed
+OOM_RETRIES_ENV = "RAY_task_oom_retries"
 
 
 def import_ray() -> Any:
@@ -125,6 +126,9 @@ class RayExecutor:
         # ray.init replaces the SIGTERM handler with one that exits at once; cmpx's (an interrupt: the cells stop
         # their workers, the summary of what finished is written) is put back.
         handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGHUP)}
+        # A cell killed by Ray's memory monitor is retried on a budget of its own (task_oom_retries, read by this
+        # process, the task's owner; unbounded by default in recent Rays): the same bound as the other failures.
+        os.environ.setdefault(OOM_RETRIES_ENV, str(INFRASTRUCTURE_RETRIES))
         try:
             if self.address:
                 ray.init(address=self.address, logging_level=logging.WARNING, log_to_driver=False)

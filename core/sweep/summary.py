@@ -168,7 +168,8 @@ class SweepSummary:
     def to_document(self) -> dict[str, Any]:
         return {"format": "cmpx-sweep-summary", "format_version": 1, "cmpx_version": __version__,
                 "sweep_file": self.sweep_file, "executor": self.executor, "exit_code": int(self.exit_code),
-                "interrupted": self.interrupted, "cluster_failure": self.cluster_failure, "seconds": self.seconds, "counts": self.counts,
+                "interrupted": self.interrupted, "cluster_failure": self.cluster_failure, "seconds": self.seconds,
+                "counts": self.counts,
                 "models": list(self.models), "runs": list(self.runs), "cells": [e.to_dict() for e in self.cells]}
 
 
