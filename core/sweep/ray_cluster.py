@@ -134,6 +134,15 @@ class WaitingCells:
         return found
 
 
+def gcs_address(ray: Any) -> str | None:
+    """HOST:PORT of the cluster's GCS (None where Ray does not say, as through Ray Client)."""
+    try:
+        address = ray.get_runtime_context().gcs_address
+    except Exception:
+        return None
+    return address if isinstance(address, str) and ":" in address else None
+
+
 def head_lost_seconds() -> float:
     """How long a head may not answer before the cluster counts as lost: half of what Ray allows."""
     try:
@@ -143,17 +152,19 @@ def head_lost_seconds() -> float:
 
 
 class HeadWatch:
-    """Raises ClusterLost once the cluster's GCS at ``address`` (HOST:PORT) has not answered for ``lost_after``
-    seconds."""
+    """Raises ClusterLost once the cluster's GCS at ``address`` (HOST:PORT; None: not watched) has not answered
+    for ``lost_after`` seconds."""
 
-    def __init__(self, address: str, lost_after: float):
-        host, _, port = address.rpartition(":")
-        self.where = (host.strip("[]"), int(port))
+    def __init__(self, address: str | None, lost_after: float):
+        host, _, port = (address or "").rpartition(":")
+        self.where = (host.strip("[]"), int(port)) if port.isdigit() else None
         self.address = address
         self.lost_after = lost_after
         self.down_since: float | None = None
 
     def check(self, now: float) -> None:
+        if self.where is None:
+            return
         try:
             socket.create_connection(self.where, timeout=CHECK_SECONDS).close()
             self.down_since = None

@@ -26,12 +26,11 @@ from cmpx.errors import ExitCode, UsageError, telling_line
 from cmpx.sweep.outcome import CellOutcome
 from cmpx.sweep.executors import Events, Job
 from cmpx.sweep.ray_cluster import (CHECK_SECONDS, DEFAULT_PENDING_TIMEOUT, HeadWatch, NodeWatch, WaitingCells,
-                                    check_runs_fit, demand, head_lost_seconds, node_capacities)
+                                    check_runs_fit, demand, gcs_address, head_lost_seconds, node_capacities)
+from cmpx.sweep.ray_failures import INFRASTRUCTURE_RETRIES, OOM_RETRIES_ENV, infrastructure_failure
 
 TICK_SECONDS = 0.25
 INTERRUPT_GRACE_SECONDS = 15.0
-INFRASTRUCTURE_RETRIES = 2  # Ray runs a cell again at most this often when its process or node failed
-OOM_RETRIES_ENV = "RAY_task_oom_retries"
 
 
 def import_ray() -> Any:
@@ -96,7 +95,7 @@ class RayExecutor:
             remote = ray.remote(run_cell_task)
             pending = deque(jobs)
             in_flight: dict[Any, Job] = {}
-            head = HeadWatch(ray.get_runtime_context().gcs_address, head_lost_seconds())
+            head = HeadWatch(gcs_address(ray), head_lost_seconds())
             checked = time.monotonic()
             try:
                 while pending or in_flight:
@@ -173,7 +172,7 @@ class RayExecutor:
             first = telling_line(str(exc))
             return _failed(ExitCode.INTERNAL, f"the Ray task running this cell failed: {type(exc).__name__}: {first}")
         except ray.exceptions.RayError as exc:  # its process, node or memory failed, past Ray's retries
-            return _failed(ExitCode.INFRASTRUCTURE, _infrastructure_failure(ray, exc))
+            return _failed(ExitCode.INFRASTRUCTURE, infrastructure_failure(ray, exc))
 
     def _interrupt(self, in_flight: dict[Any, Job], events: Events) -> None:
         """Cancel every cell: those under way get a KeyboardInterrupt, stop their workers and answer; those that
@@ -200,17 +199,6 @@ def _check_reachable(address: str, seconds: float = 10.0) -> None:
         socket.create_connection((host.strip("[]"), int(port)), timeout=seconds).close()
     except OSError as exc:
         raise UsageError(f"cannot reach the Ray cluster at {address}: {exc.strerror or exc}") from None
-
-
-def _infrastructure_failure(ray: Any, exc: Exception) -> str:
-    """What failed under a cell, in words, and how often Ray tried it."""
-    errors = ray.exceptions
-    what = ("killed for lack of memory" if isinstance(exc, errors.OutOfMemoryError) else
-            "its node died" if isinstance(exc, errors.NodeDiedError) else
-            "the Ray worker process running it died" if isinstance(exc, errors.WorkerCrashedError) else
-            "Ray lost it")
-    return (f"infrastructure failure: {what}, on each of its tries (Ray runs a cell again up to "
-            f"{INFRASTRUCTURE_RETRIES} times after such a failure): {type(exc).__name__}: {telling_line(str(exc))}")
 
 
 def _failed(code: ExitCode, failure: str) -> CellOutcome:
