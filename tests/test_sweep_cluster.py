@@ -200,8 +200,9 @@ def test_infrastructure_failures_are_retried_and_a_cells_own_failure_is_not(tmp_
     document = summary(out)
     assert document["exit_code"] == 6 and document["cluster_failure"] is None
 
-    rerun = cluster.sweep(sweep, "--out", out, "--rerun", "failed")  # an infrastructure failure is never kept
-    assert "1 kept from an earlier sweep, 2 to run" in rerun.stdout, rerun.stdout + rerun.stderr
+    again = cluster.sweep(sweep, "--out", out)  # verdicts are kept, an infrastructure failure is not
+    assert "2 kept from an earlier sweep, 1 to run" in again.stdout, again.stdout + again.stderr
+    assert again.returncode == 6 and len(_lines(records["always"])) == 6
 
 
 def test_a_cell_killed_by_rays_memory_monitor_on_each_try_is_an_infrastructure_failure(tmp_path):
