@@ -82,13 +82,56 @@ def lacks_a_kind(need: Capacity, nodes: Sequence[Capacity]) -> bool:
     return any(all(name not in node for node in nodes) for name in need)
 
 
+def _shape(need: Capacity) -> tuple[tuple[str, float], ...]:
+    return tuple(sorted(need.items()))
+
+
+class WaitingCells:
+    """Cells whose demand no alive node can hold, since when; ``expired`` names those waiting longer than the
+    timeout (None: no limit) with why. ``news`` says, once per demand, why cells began to wait (a node that
+    held them died, say), unless ``tell`` said it already."""
+
+    def __init__(self, timeout: float | None):
+        self.timeout = timeout
+        self.since: dict[Any, float] = {}
+        self.told: set[tuple[tuple[str, float], ...]] = set()
+        self.news: list[str] = []
+
+    def tell(self, need: Capacity) -> None:
+        self.told.add(_shape(need))
+
+    def limit(self) -> str:
+        return f"up to {self.timeout:g} s (--pending-timeout)" if self.timeout else "with no limit"
+
+    def expired(self, demands: dict[Any, Capacity], nodes: Sequence[Capacity], now: float) -> dict[Any, str]:
+        why_by_shape: dict[tuple[tuple[str, float], ...], str | None] = {}
+        found = {}
+        for key, need in demands.items():
+            shape = _shape(need)
+            if shape not in why_by_shape:
+                why_by_shape[shape] = unheld(need, nodes)
+            why = why_by_shape[shape]
+            if why is None:
+                self.since.pop(key, None)
+                continue
+            if shape not in self.told:
+                self.tell(need)
+                self.news.append(f"cells wait for a node: they need {why}; they wait {self.limit()}")
+            first = self.since.setdefault(key, now)
+            if self.timeout is not None and now - first >= self.timeout:
+                found[key] = f"waited {now - first:.0f} s (--pending-timeout) for a node: it needs {why}"
+        for key in found:
+            del self.since[key]
+        return found
+
+
 def check_runs_fit(runs: dict[str, Capacity], nodes: Sequence[Capacity], local: bool,
-                   pending_timeout: float | None) -> list[str]:
+                   waiting: WaitingCells) -> list[str]:
     """A cell runs on one node: a run that no node can hold would wait forever. UsageError (before any cell runs,
     naming each such run, what it needs and what the nodes have), unless no node has one of its resources at all
-    on a cluster: a node that has it may join (an autoscaler), so those cells wait up to ``pending_timeout``, and
-    the warnings returned say so (Ray's own would stay hidden with the cells' output). ``local``: the Ray was
-    started for this sweep, where no node joins."""
+    on a cluster: a node that has it may join (an autoscaler), so those cells wait (``waiting``, which is told
+    so), and the warnings returned say so (Ray's own would stay hidden with the cells' output). ``local``: the Ray
+    was started for this sweep, where no node joins."""
     refused: dict[str, str] = {}
     warnings = []
     for run, need in runs.items():
@@ -98,40 +141,13 @@ def check_runs_fit(runs: dict[str, Capacity], nodes: Sequence[Capacity], local: 
         if local or not lacks_a_kind(need, nodes):
             refused[run] = why
         else:
-            limit = f"up to {pending_timeout:g} s (--pending-timeout)" if pending_timeout else "with no limit"
-            warnings.append(f"run {run!r} needs {why}: its cells wait for a node that has it, {limit}")
+            waiting.tell(need)
+            warnings.append(f"run {run!r} needs {why}: its cells wait for a node that has it, {waiting.limit()}")
     if refused:
         where = "the local Ray started for this sweep" if local else "the Ray cluster"
         raise UsageError("; ".join(f"run {run!r} needs {why}" for run, why in refused.items()) +
                          f" ({where}; change the run's resources, or use a cluster with such a node)")
     return warnings
-
-
-class WaitingCells:
-    """Cells whose demand no alive node can hold, since when; ``expired`` names those waiting longer than the
-    timeout (None: no limit) with why."""
-
-    def __init__(self, timeout: float | None):
-        self.timeout = timeout
-        self.since: dict[Any, float] = {}
-
-    def expired(self, demands: dict[Any, Capacity], nodes: Sequence[Capacity], now: float) -> dict[Any, str]:
-        why_by_shape: dict[tuple[tuple[str, float], ...], str | None] = {}
-        found = {}
-        for key, need in demands.items():
-            shape = tuple(sorted(need.items()))
-            if shape not in why_by_shape:
-                why_by_shape[shape] = unheld(need, nodes)
-            why = why_by_shape[shape]
-            if why is None:
-                self.since.pop(key, None)
-                continue
-            first = self.since.setdefault(key, now)
-            if self.timeout is not None and now - first >= self.timeout:
-                found[key] = f"waited {now - first:.0f} s (--pending-timeout) for a node: it needs {why}"
-        for key in found:
-            del self.since[key]
-        return found
 
 
 def gcs_address(ray: Any) -> str | None:

@@ -147,7 +147,7 @@ class RayExecutor:
     def _check_resources(self, jobs: Sequence[Job], started_here: bool) -> None:
         runs = {job.cell.run_name: demand(job.resources) for job in jobs}
         local = started_here and not self.address
-        for warning in check_runs_fit(runs, node_capacities(self.ray), local, self.waiting.timeout):
+        for warning in check_runs_fit(runs, node_capacities(self.ray), local, self.waiting):
             self.warn(warning)
 
     def _watch(self, head: HeadWatch, in_flight: dict[Any, Job], events: Events) -> None:
@@ -158,6 +158,9 @@ class RayExecutor:
         if nodes is None:
             return
         expired = self.waiting.expired({ref: demand(job.resources) for ref, job in in_flight.items()}, nodes, now)
+        for news in self.waiting.news:
+            self.warn(news)
+        self.waiting.news.clear()
         for ref, why in expired.items():
             self.ray.cancel(ref)
             events.finished(in_flight.pop(ref), _failed(ExitCode.INFRASTRUCTURE, f"infrastructure failure: {why}"))
