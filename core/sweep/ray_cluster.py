@@ -191,4 +191,4 @@ class HeadWatch:
             self.down_since = now
         if now - self.down_since >= self.lost_after:
             raise ClusterLost(f"lost the Ray cluster: its head (GCS at {self.address}) has not answered for "
-                              f"{now - self.down_since:.0f} s ({reason})")
+                              f"{self.lost_after:g} s ({reason})")
