@@ -17,6 +17,7 @@ class ExitCode(IntEnum):
     BACKEND_FAILED = 3  # a backend failed (error, crash, timeout); the others were still compared
     INTERNAL = 4  # a bug or an environment cmpx did not foresee: never read as a verdict
     NOT_REPRODUCED = 5  # cmpx reduce wrote a subgraph that does not fail by itself (against the saved outputs)
+    INFRASTRUCTURE = 6  # cmpx sweep: the cluster failed (head lost; a cell's node, worker or memory past its retries)
     INTERRUPTED = 130  # Ctrl-C, SIGTERM or SIGHUP: workers stopped, shared memory released
 
 
@@ -53,6 +54,13 @@ class OutputFailed(CmpxError):
     (exit 2)."""
 
     exit_code = ExitCode.USAGE
+
+
+class ClusterLost(CmpxError):
+    """The sweep lost its Ray cluster (its head stopped answering): the cells that finished are kept and summarized,
+    the others are not run (exit 6, never a verdict)."""
+
+    exit_code = ExitCode.INFRASTRUCTURE
 
 
 class ProtocolError(CmpxError):

@@ -172,3 +172,11 @@ def test_exit_codes_are_written_by_name_outside_cmpx_errors():
                         wrong += [f"{os.path.relpath(path, REPO)}:{line}: {code}"
                                   for line, code in literal_exit_codes(f.read())]
     assert wrong == [], "exit codes written as numbers (use cmpx.errors.ExitCode): " + "; ".join(wrong)
+
+
+def test_every_exit_code_is_in_the_readmes_table_and_in_no_other_meaning():
+    table = (REPO / "README.md").read_text().split("## Exit codes", 1)[1].split("\n## ", 1)[0]
+    listed = [int(line.split("|")[1]) for line in table.splitlines() if line.startswith("| ") and
+              line.split("|")[1].strip().isdigit()]
+    assert listed == sorted(int(code) for code in ExitCode)
+    assert len(ExitCode.__members__) == len(ExitCode)  # no alias: each code has one name

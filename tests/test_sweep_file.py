@@ -90,6 +90,10 @@ def test_a_missing_sweep_file_and_bad_options(tmp_path, run_cli):
     shipped = run_cli("sweep", sweep, "--out", tmp_path / "out", "--ship-models")
     assert shipped.exit_code == 2 and "--ship-models is for --executor ray" in shipped.output
     assert run_cli("sweep", sweep, "--out", tmp_path / "out", "--jobs", "0").exit_code == 2
+    pending = run_cli("sweep", sweep, "--out", tmp_path / "out", "--pending-timeout", "5")
+    assert pending.exit_code == 2 and "--pending-timeout is for --executor ray" in pending.output
+    assert run_cli("sweep", sweep, "--out", tmp_path / "out", "--executor", "ray", "--pending-timeout",
+                   "-1").exit_code == 2
 
 
 def test_a_glob_that_leads_outside_the_sweep_files_directory_through_a_link_is_refused(tmp_path):

@@ -54,7 +54,7 @@ def _alive(pids: set[int]) -> set[int]:
 def local_ray():
     """A local Ray with 2 CPUs for this module's tests; shut down after them, leaving no process behind."""
     before = _descendants(os.getpid())
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)  # never another Ray
     yield
     started = _descendants(os.getpid()) - before
     ray.shutdown()
@@ -115,8 +115,10 @@ def test_cmpx_starts_a_local_ray_and_shuts_it_down(tmp_path):
                               "--executor", "ray", "--jobs", "2"], capture_output=True, text=True, cwd=REPO,
                              env=env, timeout=180)
     assert refused.returncode == 2, refused.stdout + refused.stderr
-    assert ("Error: run 'gpu' needs GPU 1, and the local Ray started for this sweep has only CPU 2"
-            in refused.stderr)
+    assert refused.stderr.splitlines()[-1] == (
+        "Error: run 'gpu' needs CPU 1 and GPU 1 on one node, and no node of the cluster holds that (its 1 node(s): "
+        "CPU 2, GPU 0) (the local Ray started for this sweep; change the run's resources, or use a cluster with such "
+        "a node)")
     assert not (tmp_path / "out" / "summary.json").exists()  # no cell ran
 
     sweep.write_text(sweep.read_text().replace("resources = {GPU = 1}", "resources = {CPU = 1}"))

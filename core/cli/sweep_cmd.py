@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from cmpx.options import completion
+from cmpx.sweep.ray_cluster import DEFAULT_PENDING_TIMEOUT
 
 SWEEP_HELP = """Run every model of the sweep FILE (TOML) with every run configuration in it, each cell a full
 'cmpx run' with its own workers, and write the results to DIR: a report and a log per cell, summary.json,
@@ -16,8 +17,9 @@ summary.md (models x runs), summary.html (the same, coloured, linking each cell'
 
 \b
 Exit codes: 0 every cell passed, 1 a cell mismatched, 3 a cell's backend failed (or a cell could not run,
-which its failure says), 2 a bad sweep file or option (before any cell), 130 interrupted (finished cells
-are kept). Running again with the same DIR runs only the cells without a current result.
+which its failure says), 2 a bad sweep file or option (before any cell), 6 the Ray cluster failed (its head
+was lost, or a cell's node, process or memory failed past Ray's retries; finished cells are kept), 130
+interrupted (finished cells are kept). Running again with the same DIR runs only the cells without a current result.
 
 \b
 A sweep file:
@@ -101,6 +103,9 @@ class SweepCommand(click.Command):
               help="local: runner processes on this machine; ray: a Ray task per cell (pip install 'cmpx[ray]')")
 @click.option("--ray-address", metavar="ADDR", help="the Ray cluster to use [default: RAY_ADDRESS, else a local "
               "Ray started for the sweep]")
+@click.option("--pending-timeout", type=click.FloatRange(min=0), metavar="SECONDS",
+              help="ray: end a cell that waits longer for a node able to hold its resources, as an infrastructure "
+              f"failure naming them; 0: no limit [default: {DEFAULT_PENDING_TIMEOUT:g}]")
 @click.option("--rerun", type=click.Choice(["failed", "all"]),
               help="also run again the cells that did not pass (failed), or every cell (all)")
 @click.option("-p", "--plugin", "plugin_args", multiple=True, metavar="MODULE",
@@ -110,7 +115,8 @@ class SweepCommand(click.Command):
 @click.option("--force-out", is_flag=True, help="write into DIR even if it holds files that are not a sweep's "
               "results (summary.md, summary.json, junit.xml and cells/ are replaced)")
 def sweep_command(sweep_file: str, out: str, jobs: int | None, executor: str, ray_address: str | None,
-                  rerun: str | None, plugin_args: tuple[str, ...], ship_models: bool, force_out: bool) -> int:
+                  pending_timeout: float | None, rerun: str | None, plugin_args: tuple[str, ...], ship_models: bool,
+                  force_out: bool) -> int:
     from cmpx.cli.invocation import invocation
     from cmpx.printable import printable
     from cmpx.reports.terminal import Progress
@@ -118,6 +124,6 @@ def sweep_command(sweep_file: str, out: str, jobs: int | None, executor: str, ra
 
     everywhere = invocation(click.get_current_context()).prescan.plugin_args  # cmpx -p X sweep ..., and sweep's -p
     options = SweepOptions(sweep_file, out, jobs, executor, ray_address, rerun, tuple(everywhere) or plugin_args,
-                           force_out, ship_models)
+                           force_out, ship_models, pending_timeout)
     return run_sweep(options, lambda text: click.echo(printable(text)), Progress.for_terminal(),
                      warn=lambda message: click.echo(f"warning: {printable(message)}", err=True))

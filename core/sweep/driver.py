@@ -6,7 +6,9 @@
                       inputs (model files of the same content) run once (cmpx.sweep.same_inputs)
     execute           the other cells, on the local or the Ray executor; each finished cell is written at once, by
                       the sweep's one writer (cmpx.sweep.writer)
-    summarize         summary.json, summary.md, junit.xml, summary.html; the exit code
+    summarize         summary.json, summary.md, junit.xml, summary.html; the exit code (also after Ctrl-C, or
+                      when the Ray cluster was lost: ClusterLost is raised again once the summaries of what
+                      finished are written)
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from cmpx.errors import UsageError
+from cmpx.errors import ClusterLost, UsageError
 from cmpx.outcome.report_data import RunInterrupted
 from cmpx.reports.terminal import Progress
 from cmpx.sweep.executors import Executor, Job
@@ -49,6 +51,7 @@ class SweepOptions:
     plugin_args: tuple[str, ...] = ()
     force_out: bool = False  # --force-out: write into a directory that is not a sweep's results
     ship_models: bool = False  # --ship-models: model files reach Ray's nodes through its object store
+    pending_timeout: float | None = None  # --pending-timeout (Ray): None, the executor's default; 0, no limit
 
 
 def run_sweep(options: SweepOptions, echo: Callable[[str], None], terminal: Progress | None = None,
@@ -64,6 +67,8 @@ def run_sweep(options: SweepOptions, echo: Callable[[str], None], terminal: Prog
         raise UsageError("--ray-address is for --executor ray")
     if options.ship_models and options.executor != "ray":
         raise UsageError("--ship-models is for --executor ray (local cells read the model files themselves)")
+    if options.pending_timeout is not None and options.executor != "ray":
+        raise UsageError("--pending-timeout is for --executor ray")
     sweep = read_sweep_file(options.file)
     runs = check_runs(sweep, options.plugin_args)
     executor, jobs_text = _executor(options, sweep, len(sweep.models) * len(runs),
@@ -101,16 +106,19 @@ def run_sweep(options: SweepOptions, echo: Callable[[str], None], terminal: Prog
     progress = SweepProgress(len(to_run), echo, terminal or Progress())
     interrupted = False
     writer = CellWriter(store)
+    lost: ClusterLost | None = None
     try:
         if to_run:
             executor.run(to_run, _Events(store, writer, fingerprints, entries, progress, copies))
     except KeyboardInterrupt:
         interrupted = True
+    except ClusterLost as exc:
+        lost = exc
     finally:
         progress.clear()
         writer.close()
     store.finish()
-    return _summarize(options, sweep, matrix, entries, time.monotonic() - started, interrupted, echo)
+    return _summarize(options, sweep, matrix, entries, time.monotonic() - started, interrupted, echo, lost)
 
 
 def _executor(options: SweepOptions, sweep: SweepFile, cells: int,
@@ -121,7 +129,7 @@ def _executor(options: SweepOptions, sweep: SweepFile, cells: int,
         from cmpx.sweep.ray_executor import RayExecutor
 
         executor = RayExecutor(options.ray_address, options.jobs or default_jobs(sweep.models), options.jobs, warn,
-                               options.ship_models)
+                               options.ship_models, options.pending_timeout)
         return executor, f"executor ray: {executor.describe()}" + (
             f", at most {options.jobs} cells at once" if options.jobs else "")
     from cmpx.sweep.local import LocalExecutor
@@ -169,11 +177,12 @@ class _Events:
 
 
 def _summarize(options: SweepOptions, sweep: SweepFile, matrix: list[Cell], entries: dict[str, CellEntry],
-               seconds: float, interrupted: bool, echo: Callable[[str], None]) -> int:
+               seconds: float, interrupted: bool, echo: Callable[[str], None], lost: ClusterLost | None = None) -> int:
     summary = SweepSummary(
         [entries.get(cell.key) or CellEntry(cell.label, cell.run_name) for cell in matrix],
         sweep_file=sweep.path, models=[sweep.label(m) for m in sweep.models], runs=[r.name for r in sweep.runs],
-        executor=options.executor, seconds=seconds, interrupted=interrupted)
+        executor=options.executor, seconds=seconds, interrupted=interrupted,
+        cluster_failure=None if lost is None else str(lost))
     write_summary(options.out, summary)
     write_tables(options.out, summary)
     write_overview(options.out, summary)
@@ -184,4 +193,7 @@ def _summarize(options: SweepOptions, sweep: SweepFile, matrix: list[Cell], entr
         echo(f"Interrupted: {len(entries)} of {len(matrix)} cells have results, kept in {options.out}; the same "
              "command runs the others")
         raise RunInterrupted()
+    if lost is not None:
+        raise ClusterLost(f"{lost}; {len(entries)} of {len(matrix)} cells have results, kept in {options.out}, the "
+                          "others are listed as not run: the same command runs them once the cluster is back")
     return summary.exit_code

@@ -12,7 +12,9 @@ from cmpx.reports.json_report import RunSummary
 
 @dataclass(frozen=True)
 class CellOutcome:
-    """What running one cell gave: ``exit_code`` (what ``cmpx run`` would exit with), ``report`` (the
+    """What running one cell gave: ``exit_code`` (what ``cmpx run`` would exit with, or, from the Ray executor,
+    ExitCode.INFRASTRUCTURE when the cluster failed under the cell past Ray's retries or no node could hold it in
+    time: no verdict, never kept by a later sweep; ``failure`` says what failed), ``report`` (the
     --report-json document, or None when the run never started), ``failure`` (why the cell gave no verdict),
     ``log`` (the text report ``cmpx run`` would print, and the error), ``seconds``, ``host``, ``pid``, ``threads``
     (what its backends computed with; None when it never started), and ``page`` (the report as an HTML page,

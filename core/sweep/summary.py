@@ -1,6 +1,7 @@
 """``summary.json``: every cell of the sweep with its verdict, worst errors, first divergence, timings and failure,
 and the sweep's exit code: 3 if any cell's backend failed (or a cell could not run: bad input for that model, an
-internal error), else 1 if any cell mismatched, else 0; 130 when interrupted.
+internal error), else 1 if any cell mismatched, else 0; 130 when interrupted; 6 when the Ray cluster was lost or a
+cell failed for a reason of the cluster (an infrastructure failure: its node, process or memory, past its retries).
 
 ``CellEntry`` is one cell as the summaries, the progress lines and the tables see it, made from the cell's record
 (cmpx.sweep.store) and its report read back (cmpx.reports.json_report.RunSummary); ``SweepSummary`` is the
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 VERDICTS: dict[int | None, str] = {
     ExitCode.PASSED: "passed", ExitCode.MISMATCH: "mismatch", ExitCode.USAGE: "usage error",
     ExitCode.BACKEND_FAILED: "backend failed", ExitCode.INTERNAL: "internal error",
-    ExitCode.INTERRUPTED: "interrupted", None: "not run"}
+    ExitCode.INTERRUPTED: "interrupted", ExitCode.INFRASTRUCTURE: "infrastructure failure", None: "not run"}
 NOT_RUN = "not run"
 
 
@@ -172,12 +173,15 @@ class SweepSummary:
     executor: str
     seconds: float
     interrupted: bool
+    cluster_failure: str | None = None  # why the sweep stopped when it lost its Ray cluster
 
     @property
     def exit_code(self) -> ExitCode:
         if self.interrupted:
             return ExitCode.INTERRUPTED
         codes = {entry.exit_code for entry in self.cells}
+        if self.cluster_failure is not None or ExitCode.INFRASTRUCTURE in codes:
+            return ExitCode.INFRASTRUCTURE  # incomplete for the cluster's sake: never a verdict
         if codes & {ExitCode.USAGE, ExitCode.BACKEND_FAILED, ExitCode.INTERNAL, None}:
             return ExitCode.BACKEND_FAILED
         return ExitCode.MISMATCH if ExitCode.MISMATCH in codes else ExitCode.PASSED
@@ -193,7 +197,8 @@ class SweepSummary:
     def to_document(self) -> dict[str, Any]:
         return {"format": "cmpx-sweep-summary", "format_version": 1, "cmpx_version": __version__,
                 "sweep_file": self.sweep_file, "executor": self.executor, "exit_code": int(self.exit_code),
-                "interrupted": self.interrupted, "seconds": self.seconds, "counts": self.counts,
+                "interrupted": self.interrupted, "cluster_failure": self.cluster_failure, "seconds": self.seconds,
+                "counts": self.counts,
                 "models": list(self.models), "runs": list(self.runs), "cells": [e.to_dict() for e in self.cells]}
 
 

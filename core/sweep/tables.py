@@ -70,6 +70,7 @@ def markdown(summary: SweepSummary) -> str:
              f"{len(summary.cells)} cells: {counts} | exit {int(summary.exit_code)}"
              f"{' (interrupted)' if summary.interrupted else ''} | {summary.seconds:.1f} s | "
              f"executor {summary.executor} | cmpx {__version__}", "",
+             *([f"Stopped: {_cell_text(summary.cluster_failure)}", ""] if summary.cluster_failure else []),
              "| model | " + " | ".join(_cell_text(run) for run in summary.runs) + " |",
              "|---|" + "---|" * len(summary.runs)]
     for model in summary.models:
@@ -122,7 +123,7 @@ def junit(summary: SweepSummary, out: str | None = None) -> ET.Element:
                              time=f"{seconds:.3f}" if isinstance(seconds, (int, float)) else "0")
         if entry.verdict == NOT_RUN:
             skipped += 1
-            ET.SubElement(case, "skipped", message="not run (the sweep was interrupted)")
+            ET.SubElement(case, "skipped", message="not run (the sweep was interrupted, or lost its cluster)")
         elif entry.verdict == "mismatch":
             failures += 1
             where = divergence(entry)

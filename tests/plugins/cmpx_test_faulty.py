@@ -16,7 +16,7 @@ import cmpx
 PHASES = ("load", "infer")
 KINDS = ("raise", "huge-error", "segfault", "abort", "exit", "sigkill", "memory", "hang", "sleep",
          "hang-ignoring-sigterm", "drop-output", "string-output", "garbage", "truncated-frame", "truncated-frame-exit",
-         "oversized-frame", "fork-helper")
+         "oversized-frame", "fork-helper", "kill-runner")
 STAMP_ENV = "CMPX_TEST_FAULT_STAMP"  # a file that gets the time just before the fault
 CALLS_ENV = "CMPX_TEST_FAULT_CALLS"  # a file that gets one line per infer call
 
@@ -48,6 +48,12 @@ class FaultyBackend(cmpx.Backend):
         fault_phase, _, kind = spec.partition(":")
         if fault_phase != phase:
             return
+        record = self.options.get("record")
+        if record:  # one line per injected fault; --faulty-times N: only while it has fewer than N lines
+            if os.path.exists(record) and sum(1 for _ in open(record)) >= int(self.options.get("times") or 1e9):
+                return
+            with open(record, "a") as lines:
+                lines.write(f"{kind} {os.getpid()}\n")
         print(f"faulty backend: injecting {kind} during {phase}", file=sys.stderr, flush=True)
         if os.environ.get(STAMP_ENV):
             with open(os.environ[STAMP_ENV], "w") as stamp:
@@ -66,6 +72,9 @@ class FaultyBackend(cmpx.Backend):
             os._exit(7)
         if kind == "sigkill":
             os.kill(os.getpid(), signal.SIGKILL)
+        if kind == "kill-runner":  # the process running the cell (a sweep's runner, a Ray worker) killed, as by OOM
+            os.kill(os.getppid(), signal.SIGKILL)
+            time.sleep(3600)
         if kind == "memory":
             raise MemoryError("injected out-of-memory")
         if kind == "hang":
@@ -98,4 +107,6 @@ def register_backends(registry):
     registry.add("faulty", "cmpx_test_faulty:FaultyBackend", description="ONNX Runtime with injected faults",
                  options=[cmpx.BackendOption("fault", help="PHASE:KIND fault to inject", default="none",
                                              choices=choices),
-                          cmpx.BackendOption("after", help="inferences to run before an infer fault", default="0")])
+                          cmpx.BackendOption("after", help="inferences to run before an infer fault", default="0"),
+                          cmpx.BackendOption("record", help="a file that gets a line per injected fault"),
+                          cmpx.BackendOption("times", help="inject only while --faulty-record has fewer lines")])
