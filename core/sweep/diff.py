@@ -26,7 +26,8 @@ from cmpx.sweep.summary import NOT_RUN, CellEntry, SweepSummary
 from cmpx.sweep.tables import error_number
 
 # Lower is graver; a change to a lower rank is worse.
-RANKS = {"internal error": 0, "usage error": 0, "backend failed": 0, "mismatch": 1, "passed": 2}
+RANKS = {"internal error": 0, "usage error": 0, "backend failed": 0, "infrastructure failure": 0, "mismatch": 1,
+         "passed": 2}
 KINDS = ("new failure", "verdict changed", "error grew", "no result", "fixed", "error shrank", "only in OLD",
          "only in NEW")
 

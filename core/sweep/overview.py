@@ -23,8 +23,8 @@ from cmpx.sweep.summary import NOT_RUN, CellEntry, SweepSummary
 from cmpx.sweep.tables import detail, divergence, error_number
 
 SUMMARY_PAGE = "summary.html"
-RANKS = {"internal error": 0, "usage error": 0, "backend failed": 0, "interrupted": 0, "mismatch": 1, NOT_RUN: 2,
-         "passed": 3}  # the order of the grid: gravest first
+RANKS = {"internal error": 0, "usage error": 0, "backend failed": 0, "infrastructure failure": 0, "interrupted": 0,
+         "mismatch": 1, NOT_RUN: 2, "passed": 3}  # the order of the grid: gravest first
 STYLES = {"passed": "v-pass", "mismatch": "v-mismatch", NOT_RUN: "v-none"}  # any other verdict: v-error
 
 
