@@ -49,21 +49,29 @@ class DetachedWeights:
         import numpy as np
         from onnx import TensorProto
 
+        from concurrent.futures import ThreadPoolExecutor
+
         placeholders = {t.name: t for t in tensors(model.graph) if t.name in self.tensors}
-        buffer = np.empty(CHUNK, np.float32)
-        with open(data_path, "wb") as out:
+        buffers = (np.empty(CHUNK, np.float32), np.empty(CHUNK, np.float32))
+        with open(data_path, "wb") as out, ThreadPoolExecutor(1, thread_name_prefix="cmpx-weights") as writer:
             for name, detached in self.tensors.items():
                 tensor = placeholders[name]
                 start = out.seek(-out.tell() % ALIGNMENT, os.SEEK_CUR)
+                # the writer thread writes one chunk while this one reads and converts the next (the writes
+                # wait on the disk); each read goes to the buffer whose write is done, converted or not
+                pending = None
                 with open(detached.source, "rb") as source:
                     source.seek(detached.offset)
-                    done = 0
-                    while done < detached.count:
-                        chunk = buffer[: min(CHUNK, detached.count - done)]
+                    for index, done in enumerate(range(0, detached.count, CHUNK)):
+                        chunk = buffers[index % 2][: min(CHUNK, detached.count - done)]
                         if source.readinto(memoryview(chunk).cast("B")) != chunk.nbytes:
                             raise ValueError(f"{detached.source} ends inside tensor {name}")
-                        out.write(np.ascontiguousarray(self.convert(chunk, tensor.data_type)).view(np.uint8))
-                        done += chunk.size
+                        converted = np.ascontiguousarray(self.convert(chunk, tensor.data_type)).view(np.uint8)
+                        if pending is not None:
+                            pending.result()
+                        pending = writer.submit(out.write, converted)
+                if pending is not None:
+                    pending.result()
                 tensor.ClearField("raw_data")
                 del tensor.dims[:]
                 tensor.dims.extend(detached.dims)
