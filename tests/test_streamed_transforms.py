@@ -6,7 +6,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from cmpx.transforms.half import HalfPrecision
+from cmpx.transforms import streamed as streaming
+from cmpx.transforms.half import BFLOAT16, FLOAT16, HalfPrecision, half_chunk
 from cmpx.transforms.options import TransformOptions
 
 # values the converter clamps or keeps specially: below float16's smallest subnormal, beyond its range, inf, NaN
@@ -51,7 +52,8 @@ def model_with(directory, external: bool, edges: bool = True, inside=("W2",)) ->
 
 
 @pytest.mark.parametrize("kind", ["fp16", "bf16"])
-def test_streamed_weights_equal_the_in_memory_conversion_bit_for_bit(tmp_path, kind):
+def test_streamed_weights_equal_the_in_memory_conversion_bit_for_bit(tmp_path, monkeypatch, kind):
+    monkeypatch.setattr(streaming, "CHUNK", 7)  # many chunks, an odd last one, both buffers and the writer thread
     results = {}
     for external in (True, False):
         source = model_with(tmp_path / f"source-{external}", external)
@@ -76,6 +78,24 @@ def test_streamed_weights_equal_the_in_memory_conversion_bit_for_bit(tmp_path, k
     assert sorted(v.SerializeToString() for v in streamed.graph.value_info) == sorted(
         v.SerializeToString() for v in in_memory.graph.value_info)
     assert streamed.graph.input == in_memory.graph.input and streamed.graph.output == in_memory.graph.output
+
+
+def test_a_chunk_converts_as_onnx_runtimes_converter_does_over_every_exponent():
+    import ml_dtypes
+    from onnxruntime.transformers.float16 import convert_np_to_float16
+
+    rng = np.random.default_rng(5)
+    with np.errstate(over="ignore"):  # some overflow to infinities, also wanted
+        values = rng.standard_normal(20_000).astype(np.float32) * np.exp2(rng.integers(-150, 128, 20_000)).astype(
+            np.float32)
+    values = np.concatenate([values, EDGES, np.nextafter(EDGES, np.float32(np.inf))])
+    expected = convert_np_to_float16(values)
+    scratch = np.empty(values.size * streaming.SCRATCH, np.uint8)
+    assert half_chunk(values, FLOAT16, scratch).tobytes() == expected.tobytes()
+    assert half_chunk(values, BFLOAT16, scratch).tobytes() == expected.astype(np.float32).astype(
+        ml_dtypes.bfloat16).tobytes()
+    small = rng.standard_normal(1000).astype(np.float32)  # nothing to clamp: the masks are skipped
+    assert half_chunk(small, FLOAT16, scratch).tobytes() == convert_np_to_float16(small).tobytes()
 
 
 def test_a_streamed_fp16_model_runs_against_the_original_end_to_end(run_cli, tmp_path):

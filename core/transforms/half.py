@@ -68,24 +68,29 @@ class HalfPrecision:
         save_model(topologically_sorted(converted), output_path, model_path, detached)
 
 
-def half_chunk(chunk, to: int):
+def half_chunk(chunk, to: int, scratch):
     """A float32 chunk as the converter and ``to_bfloat16`` would make it in type ``to`` (float32: left as it
     is): float16 with the converter's clamping (a non-zero below float16's smallest subnormal becomes that
     subnormal, a finite value beyond float16's range its largest finite value; infinities and NaN stay), bfloat16
     through that float16. One cast, and two reductions over the magnitudes' bits that say whether any value
-    needs clamping (rare: the masks that fix them cost four times the cast)."""
+    needs clamping (rare: the masks that fix them cost four times the cast); the float16 result and the
+    magnitudes live in ``scratch`` (bytes, 6 per element), so no chunk allocates (page faults cost as much as
+    the cast)."""
     import numpy as np
 
     if to == FLOAT:
         return chunk
+    size = chunk.size
+    magnitude = scratch[: 4 * size].view(np.uint32)
+    half = scratch[4 * size: 6 * size].view(np.float16)
     with np.errstate(over="ignore"):
-        half = chunk.astype(np.float16)
-    magnitude = np.bitwise_and(chunk.view(np.uint32), 0x7FFFFFFF)
-    if magnitude.size and magnitude.max() > LARGEST_FLOAT16_BITS:  # beyond float16's range, or inf/NaN
+        np.copyto(half, chunk, casting="unsafe")
+    np.bitwise_and(chunk.view(np.uint32), 0x7FFFFFFF, out=magnitude)
+    if size and magnitude.max() > LARGEST_FLOAT16_BITS:  # beyond float16's range, or inf/NaN
         overflowed = np.isinf(half) & np.isfinite(chunk)
         half[overflowed] = np.copysign(np.float16(LARGEST_FLOAT16), chunk[overflowed])
     np.subtract(magnitude, 1, out=magnitude)  # zero wraps round to the largest: only non-zeros can be small
-    if magnitude.size and magnitude.min() < HALF_SMALLEST_FLOAT16_BITS:  # rounds to zero in float16
+    if size and magnitude.min() < HALF_SMALLEST_FLOAT16_BITS:  # rounds to zero in float16
         lost = (half == 0) & (chunk != 0)
         half[lost] = np.copysign(np.float16(SMALLEST_FLOAT16), chunk[lost])
     if to == FLOAT16:

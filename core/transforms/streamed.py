@@ -21,11 +21,13 @@ from typing import Any
 from cmpx.transforms.saving import tensors
 from cmpx.userfiles import inside
 
-CHUNK = 1 << 22  # elements per chunk: 16 MiB of float32
+CHUNK = 1 << 21  # elements per chunk: 8 MiB of float32
 ALIGNMENT = 4096  # each tensor starts on a page, so ONNX Runtime can map it
 FLOAT = 1
 
-Convert = Callable[[Any, int], Any]  # (float32 chunk, the tensor's final ONNX type) -> the chunk in that type
+# (float32 chunk, the tensor's final ONNX type, SCRATCH bytes per element of scratch) -> the chunk in that type
+Convert = Callable[[Any, int, Any], Any]
+SCRATCH = 6
 
 
 @dataclass
@@ -52,13 +54,14 @@ class DetachedWeights:
         from concurrent.futures import ThreadPoolExecutor
 
         placeholders = {t.name: t for t in tensors(model.graph) if t.name in self.tensors}
-        buffers = (np.empty(CHUNK, np.float32), np.empty(CHUNK, np.float32))
+        buffers = [np.empty(CHUNK, np.float32) for _ in range(2)]
+        scratches = [np.empty(CHUNK * SCRATCH, np.uint8) for _ in range(2)]
         with open(data_path, "wb") as out, ThreadPoolExecutor(1, thread_name_prefix="cmpx-weights") as writer:
             for name, detached in self.tensors.items():
                 tensor = placeholders[name]
                 start = out.seek(-out.tell() % ALIGNMENT, os.SEEK_CUR)
                 # the writer thread writes one chunk while this one reads and converts the next (the writes
-                # wait on the disk); each read goes to the buffer whose write is done, converted or not
+                # wait on the disk); each chunk is read and converted into the buffers whose write is done
                 pending = None
                 with open(detached.source, "rb") as source:
                     source.seek(detached.offset)
@@ -66,7 +69,7 @@ class DetachedWeights:
                         chunk = buffers[index % 2][: min(CHUNK, detached.count - done)]
                         if source.readinto(memoryview(chunk).cast("B")) != chunk.nbytes:
                             raise ValueError(f"{detached.source} ends inside tensor {name}")
-                        converted = np.ascontiguousarray(self.convert(chunk, tensor.data_type)).view(np.uint8)
+                        converted = np.ascontiguousarray(self.convert(chunk, tensor.data_type, scratches[index % 2])).view(np.uint8)
                         if pending is not None:
                             pending.result()
                         pending = writer.submit(out.write, converted)
