@@ -13,17 +13,26 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 from cmpx.errors import UsageError
 
 if TYPE_CHECKING:
     from onnx import ModelProto, TensorProto
 
-    from cmpx.transforms.streamed import DetachedWeights
 
 PROTOBUF_LIMIT = 2**31 - 2**25  # stay clear of protobuf's 2 GB message limit
+
+
+class WeightWriter(Protocol):
+    """Weights taken out of a model while it is transformed (cmpx.transforms.streamed.DetachedWeights), written
+    by ``write`` into the result's data file; ``tensors``: by name, empty when there were none."""
+
+    @property
+    def tensors(self) -> Mapping[str, Any]: ...
+
+    def write(self, model: Any, data_path: str) -> None: ...
 
 
 def load_for_transform(model_path: str, loads: Callable[[TensorProto], bool]) -> ModelProto:
@@ -70,7 +79,7 @@ def tensors(graph) -> Iterator[Any]:
 
 
 def save_model(model: ModelProto, output_path: str, source_path: str | None = None,
-               detached: DetachedWeights | None = None) -> None:
+               detached: WeightWriter | None = None) -> None:
     """Write ``model`` to ``output_path``: with external data (``<output>.data``) when its weights are too large
     for one protobuf message, when some of them are still references into ``source_path``'s external data
     files, which are then copied next to ``output_path`` under the same relative names, or when ``detached``

@@ -67,12 +67,12 @@ class DetachedWeights:
                     source.seek(detached.offset)
                     for index, done in enumerate(range(0, detached.count, CHUNK)):
                         chunk = buffers[index % 2][: min(CHUNK, detached.count - done)]
-                        if source.readinto(memoryview(chunk).cast("B")) != chunk.nbytes:
+                        if source.readinto(chunk.view(np.uint8).data) != chunk.nbytes:
                             raise ValueError(f"{detached.source} ends inside tensor {name}")
                         converted = np.ascontiguousarray(self.convert(chunk, tensor.data_type, scratches[index % 2])).view(np.uint8)
                         if pending is not None:
                             pending.result()
-                        pending = writer.submit(out.write, converted)
+                        pending = writer.submit(out.write, converted.data)
                 if pending is not None:
                     pending.result()
                 tensor.ClearField("raw_data")
