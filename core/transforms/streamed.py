@@ -48,17 +48,19 @@ class DetachedWeights:
     def write(self, model: Any, data_path: str) -> None:
         """Write each detached tensor, in the type its placeholder has now in ``model`` (converted by
         ``convert``), into ``data_path``, and make the placeholder an external reference to it with its dims."""
+        from concurrent.futures import ThreadPoolExecutor
+
         import numpy as np
         from onnx import TensorProto
-
-        from concurrent.futures import ThreadPoolExecutor
 
         placeholders = {t.name: t for t in tensors(model.graph) if t.name in self.tensors}
         buffers = [np.empty(CHUNK, np.float32) for _ in range(2)]
         scratches = [np.empty(CHUNK * SCRATCH, np.uint8) for _ in range(2)]
         with open(data_path, "wb") as out, ThreadPoolExecutor(1, thread_name_prefix="cmpx-weights") as writer:
             for name, detached in self.tensors.items():
-                tensor = placeholders[name]
+                tensor = placeholders.get(name)
+                if tensor is None:  # the transform dropped it
+                    continue
                 start = out.seek(-out.tell() % ALIGNMENT, os.SEEK_CUR)
                 # the writer thread writes one chunk while this one reads and converts the next (the writes
                 # wait on the disk); each chunk is read and converted into the buffers whose write is done
