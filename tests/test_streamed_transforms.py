@@ -1,5 +1,5 @@
-"""fp16 and bf16 stream external float32 weights (cmpx.transforms.streamed): the result must be the very model
-the in-memory conversion makes from the same model with its weights inside (the old path), bit for bit."""
+"""fp16, bf16 and fp64 stream external float32 weights (cmpx.transforms.streamed): the result must be the very
+model the in-memory conversion makes from the same model with its weights inside (the old path), bit for bit."""
 
 import numpy as np
 import onnx
@@ -7,6 +7,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from cmpx.transforms import streamed as streaming
+from cmpx.transforms.double import DoublePrecision
 from cmpx.transforms.half import BFLOAT16, FLOAT16, HalfPrecision, half_chunk
 from cmpx.transforms.options import TransformOptions
 
@@ -51,7 +52,12 @@ def model_with(directory, external: bool, edges: bool = True, inside=("W2",)) ->
     return str(path)
 
 
-@pytest.mark.parametrize("kind", ["fp16", "bf16"])
+def transform(kind: str):
+    options = TransformOptions(keep_fp32=("sub",)) if kind != "fp64" else TransformOptions()
+    return DoublePrecision(options) if kind == "fp64" else HalfPrecision(options, kind)
+
+
+@pytest.mark.parametrize("kind", ["fp16", "bf16", "fp64"])
 def test_streamed_weights_equal_the_in_memory_conversion_bit_for_bit(tmp_path, monkeypatch, kind):
     monkeypatch.setattr(streaming, "CHUNK", 7)  # many chunks, an odd last one, both buffers and the writer thread
     results = {}
@@ -59,16 +65,17 @@ def test_streamed_weights_equal_the_in_memory_conversion_bit_for_bit(tmp_path, m
         source = model_with(tmp_path / f"source-{external}", external)
         output = tmp_path / f"out-{external}" / f"model.{kind}.onnx"
         output.parent.mkdir()
-        HalfPrecision(TransformOptions(keep_fp32=("sub",)), kind).apply(source, str(output), lambda n: iter(()))
+        transform(kind).apply(source, str(output), lambda n: iter(()))
         results[external] = (onnx.load(str(output)), onnx.load(str(output), load_external_data=False))
     (streamed, streamed_refs), (in_memory, _) = results[True], results[False]
     locations = {t.name: {e.key: e.value for e in t.external_data}.get("location")
                  for t in streamed_refs.graph.initializer}
     assert locations == {"W1": f"model.{kind}.onnx.data", "B": f"model.{kind}.onnx.data", "W2": None,
                          "C": f"model.{kind}.onnx.data", "shape": "weights.bin"}  # streamed; kept inside; copied
-    half = TensorProto.FLOAT16 if kind == "fp16" else TensorProto.BFLOAT16
+    new = {"fp16": TensorProto.FLOAT16, "bf16": TensorProto.BFLOAT16, "fp64": TensorProto.DOUBLE}[kind]
+    kept = TensorProto.FLOAT if kind != "fp64" else new  # C: --keep-fp32 sub, for the 16-bit kinds
     types = {t.name: t.data_type for t in streamed.graph.initializer}
-    assert types == {"W1": half, "B": half, "W2": half, "C": TensorProto.FLOAT, "shape": TensorProto.INT64}
+    assert types == {"W1": new, "B": new, "W2": new, "C": kept, "shape": TensorProto.INT64}
     for tensor in streamed.graph.initializer:
         expected = next(t for t in in_memory.graph.initializer if t.name == tensor.name)
         assert (tensor.data_type, list(tensor.dims)) == (expected.data_type, list(expected.dims)), tensor.name

@@ -27,7 +27,7 @@ FLOAT = 1
 
 # (float32 chunk, the tensor's final ONNX type, SCRATCH bytes per element of scratch) -> the chunk in that type
 Convert = Callable[[Any, int, Any], Any]
-SCRATCH = 6
+SCRATCH = 8  # enough for float64
 
 
 @dataclass
