@@ -74,8 +74,8 @@ def half_chunk(chunk, to: int, scratch):
     subnormal, a finite value beyond float16's range its largest finite value; infinities and NaN stay), bfloat16
     through that float16. One cast, and two reductions over the magnitudes' bits that say whether any value
     needs clamping (rare: the masks that fix them cost four times the cast); the float16 result and the
-    magnitudes live in ``scratch`` (bytes, at least 6 per element), so no chunk allocates (page faults cost as much as
-    the cast)."""
+    magnitudes live in ``scratch`` (bytes, at least 6 per element), so no chunk allocates (page faults cost as
+    much as the cast)."""
     import numpy as np
 
     if to == FLOAT:

@@ -1,14 +1,15 @@
 """Large weights converted at disk speed: detached from the model while its graph is transformed, then read from
 their external data file, converted and written into the output's external data chunk by chunk.
 
-A transform whose weight conversion is element-wise (fp16, bf16) needs no weight in memory while it rewrites the
-graph. ``detach`` puts a one-element placeholder (one float32 zero) in place of each external float32 tensor, so
-the graph tools (ONNX Runtime's float16 converter, the bfloat16 retyping) run on a graph of a few kilobytes and
-convert only the placeholder; the placeholder's final type then says what its tensor became.
-``DetachedWeights.write`` reads each tensor from its source file in chunks of ``CHUNK`` elements into one reused
-buffer, converts the chunk (the transform's own ``convert``, which must give exactly what the in-memory
-conversion gives), and appends it to the output's data file: memory stays at a few chunks whatever the model's
-size, nothing passes through protobuf, and the source files are read once.
+A transform whose weight conversion is element-wise (fp16, bf16, fp64) needs no weight in memory while it
+rewrites the graph. ``detach`` puts a one-element placeholder (one float32 zero) in place of each external
+float32 tensor, so the graph tools (ONNX Runtime's float16 converter, the bfloat16 retyping, the widening) run on
+a graph of a few kilobytes and convert only the placeholder; the placeholder's final type then says what its
+tensor became. ``DetachedWeights.write`` reads each tensor from its source file in chunks of ``CHUNK`` elements,
+converts each chunk (the transform's own ``convert``, which must give exactly what the in-memory conversion
+gives) into reused buffers, and a writer thread appends it to the output's data file while the next chunk is
+read: memory stays at a few chunks whatever the model's size, nothing passes through protobuf, and the source
+files are read once.
 """
 
 from __future__ import annotations
@@ -71,7 +72,8 @@ class DetachedWeights:
                         chunk = buffers[index % 2][: min(CHUNK, detached.count - done)]
                         if source.readinto(chunk.view(np.uint8).data) != chunk.nbytes:
                             raise ValueError(f"{detached.source} ends inside tensor {name}")
-                        converted = np.ascontiguousarray(self.convert(chunk, tensor.data_type, scratches[index % 2])).view(np.uint8)
+                        converted = self.convert(chunk, tensor.data_type, scratches[index % 2])
+                        converted = np.ascontiguousarray(converted).view(np.uint8)
                         if pending is not None:
                             pending.result()
                         pending = writer.submit(out.write, converted.data)
