@@ -4,7 +4,8 @@ The model (generated once, cached under --directory) is a Gather from a ROWS×10
 values, kept in an external data file, then a MatMul by a 1024×256 weight: 2.25 GB of weights (--quick: 300 MB).
 The floor is plain numpy reading the same weights in chunks, converting them to float16 and writing them to a
 file, which is what any transform must at least do. Each case runs interleaved with the floor, ``--repeat``
-times, and the script prints medians and each median's ratio to the floor's, plus the peak resident memory
+times, and the script prints medians and the median of each repeat's ratio to the floor measured just before it
+(ratios of medians mislead when the machine's load changes during the run), plus the peak resident memory
 (``ru_maxrss`` of the child processes) of each case.
 
 Cases: ``transform`` is the model transform alone (what ``cmpx run`` does before its workers start), in a
@@ -138,6 +139,7 @@ def main() -> None:
           f"load {open('/proc/loadavg').read().split()[:3]}", flush=True)
     scratch = tempfile.mkdtemp(prefix="cmpx-bench-", dir=args.directory)
     times: dict[str, list[float]] = {}
+    ratios: dict[str, list[float]] = {}  # each case over the floor measured just before it
     peaks: dict[str, int] = {}
     try:
         for _ in range(args.repeat):
@@ -151,6 +153,7 @@ def main() -> None:
                     os.unlink(os.path.join(scratch, "floor.bin"))
                     seconds, peak = measured(case_command(case, kind, model, scratch))
                     times.setdefault(f"{case} {kind}", []).append(seconds)
+                    ratios.setdefault(f"{case} {kind}", []).append(seconds / times["floor"][-1])
                     peaks[f"{case} {kind}"] = max(peaks.get(f"{case} {kind}", 0), peak)
                     for name in os.listdir(scratch):
                         os.unlink(os.path.join(scratch, name))
@@ -162,11 +165,13 @@ def main() -> None:
             shutil.rmtree(args.directory, ignore_errors=True)
     base = statistics.median(times["floor"])
     print(f"\nload {open('/proc/loadavg').read().split()[:3]}; medians of {args.repeat}")
-    print(f"| case | median | × floor | peak RSS |\n|---|---|---|---|\n| numpy floor | {base:.1f} s | 1.00× | |")
+    print("| case | median | × floor (median of each repeat's ratio) | peak RSS |\n|---|---|---|---|\n"
+          f"| numpy floor | {base:.1f} s | 1.00× | |")
     for name, values in times.items():
         if name != "floor":
-            median = statistics.median(values)
-            print(f"| {name} | {median:.1f} s | {median / base:.2f}× | {peaks[name]} MiB |")
+            spread = "–".join(f"{r:.2f}" for r in (min(ratios[name]), max(ratios[name])))
+            print(f"| {name} | {statistics.median(values):.1f} s | {statistics.median(ratios[name]):.2f}× "
+                  f"({spread}) | {peaks[name]} MiB |")
 
 
 if __name__ == "__main__":
