@@ -23,7 +23,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from cmpx.transforms.options import TransformOptions
-from cmpx.transforms.saving import load_for_transform, save_model
+from cmpx.transforms.saving import read_external, save_model
+from cmpx.transforms.streamed import detach
 
 FLOAT, FLOAT16, DOUBLE, BFLOAT16 = 1, 10, 11, 16
 WIDENED = (FLOAT, FLOAT16, BFLOAT16)
@@ -39,10 +40,28 @@ class DoublePrecision:
         self.kind = kind
 
     def apply(self, model_path: str, output_path: str, calibration: Callable[[int], Iterator[Any]]) -> None:
-        model = load_for_transform(model_path, loads=lambda tensor: tensor.data_type in WIDENED)
-        model = raised(model, ORACLE_OPSET)
+        from cmpx.model.graph import load_structure
+
+        # raised with its weights unread; then external float32 weights are widened as they are written
+        # (cmpx.transforms.streamed: placeholders meanwhile), other float weights read in
+        model = raised(load_structure(model_path), ORACLE_OPSET)
+        detached = detach(model, model_path, double_chunk)
+        read_external(model, model_path, loads=lambda tensor: tensor.data_type in WIDENED)
         widen_model(model)
-        save_model(model, output_path, model_path)
+        save_model(model, output_path, model_path, detached)
+
+
+def double_chunk(chunk: Any, to: int, scratch: Any) -> Any:
+    """A float32 chunk in float64 (exact), or as it is where it stays float32 (read only by kept nodes)."""
+    import numpy as np
+
+    if to == FLOAT:
+        return chunk
+    if to != DOUBLE:
+        raise ValueError(f"a float32 weight cannot become ONNX type {to} in the fp64 transform")
+    wide = scratch[: 8 * chunk.size].view(np.float64)
+    np.copyto(wide, chunk)
+    return wide
 
 
 def raised(model: Any, opset: int) -> Any:

@@ -13,34 +13,52 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 from cmpx.errors import UsageError
 
 if TYPE_CHECKING:
     from onnx import ModelProto, TensorProto
 
+
 PROTOBUF_LIMIT = 2**31 - 2**25  # stay clear of protobuf's 2 GB message limit
+
+
+class WeightWriter(Protocol):
+    """Weights taken out of a model while it is transformed (cmpx.transforms.streamed.DetachedWeights), written
+    by ``write`` into the result's data file; ``tensors``: by name, empty when there were none."""
+
+    @property
+    def tensors(self) -> Mapping[str, Any]: ...
+
+    def write(self, model: Any, data_path: str) -> None: ...
 
 
 def load_for_transform(model_path: str, loads: Callable[[TensorProto], bool]) -> ModelProto:
     """The model at ``model_path`` with inferred shapes and types, the external data of the tensors ``loads``
     selects (a TensorProto -> bool) read in, and every other external tensor left as a reference to its file in
     the model's directory (``save_model`` copies those files next to the transformed model)."""
+    from cmpx.model.graph import load_structure
+
+    model = load_structure(model_path)
+    read_external(model, model_path, loads)
+    return model
+
+
+def read_external(model: ModelProto, model_path: str, loads: Callable[[TensorProto], bool]) -> None:
+    """Read in the external data of the tensors of ``model`` (from ``model_path``) that ``loads`` selects."""
     from onnx import TensorProto
     from onnx.external_data_helper import load_external_data_for_tensor
 
-    from cmpx.model.graph import load_structure, model_directory
+    from cmpx.model.graph import model_directory
 
-    model = load_structure(model_path)
     base = model_directory(model_path)
     for tensor in tensors(model.graph):
         if tensor.data_location == TensorProto.EXTERNAL and loads(tensor):
             load_external_data_for_tensor(tensor, base)
             tensor.data_location = TensorProto.DEFAULT
             del tensor.external_data[:]
-    return model
 
 
 def tensors(graph) -> Iterator[Any]:
@@ -60,10 +78,12 @@ def tensors(graph) -> Iterator[Any]:
                 yield from tensors(subgraph)
 
 
-def save_model(model: ModelProto, output_path: str, source_path: str | None = None) -> None:
+def save_model(model: ModelProto, output_path: str, source_path: str | None = None,
+               detached: WeightWriter | None = None) -> None:
     """Write ``model`` to ``output_path``: with external data (``<output>.data``) when its weights are too large
-    for one protobuf message, or when some of them are still references into ``source_path``'s external data
-    files, which are then copied next to ``output_path`` under the same relative names."""
+    for one protobuf message, when some of them are still references into ``source_path``'s external data
+    files, which are then copied next to ``output_path`` under the same relative names, or when ``detached``
+    weights (cmpx.transforms.streamed) are to be written, which go first into ``<output>.data``."""
     import onnx
     from onnx import TensorProto
 
@@ -72,11 +92,15 @@ def save_model(model: ModelProto, output_path: str, source_path: str | None = No
         if source_path is None:
             raise ValueError("a model with external data left unread needs the path it was read from")
         _copy_external_files(kept, source_path, output_path)
+    streamed = detached is not None and bool(detached.tensors)
     size = sum(t.ByteSize() for t in tensors(model.graph))
-    large = bool(kept) or size > PROTOBUF_LIMIT
+    large = bool(kept) or streamed or size > PROTOBUF_LIMIT
     location = os.path.basename(output_path) + ".data"
-    if large and os.path.exists(os.path.join(os.path.dirname(os.path.abspath(output_path)), location)):
-        os.unlink(os.path.join(os.path.dirname(os.path.abspath(output_path)), location))  # ours, from an earlier run
+    data_path = os.path.join(os.path.dirname(os.path.abspath(output_path)), location)
+    if large and os.path.exists(data_path):
+        os.unlink(data_path)  # ours, from an earlier run
+    if detached is not None and streamed:
+        detached.write(model, data_path)  # onnx.save appends the other large tensors after these
     onnx.save(model, output_path, save_as_external_data=large, all_tensors_to_one_file=True, location=location)
 
 
