@@ -146,7 +146,9 @@ class _Accumulator:
         chunk_mean = total / n
         with np.errstate(all="ignore"):  # inf - inf is NaN here as in numpy.std
             centered = np.subtract(values, chunk_mean, out=self._centered[:n], dtype=np.float64)
-            chunk_m2 = float(np.dot(centered, centered))
+            # squared in place and summed pairwise: np.dot would hand this to a multithreaded BLAS, whose threads
+            # (asleep between chunks) cost up to 100x the arithmetic on a loaded machine
+            chunk_m2 = float(np.multiply(centered, centered, out=centered).sum())
         merged = s.count + n  # Chan et al.: merge the chunk's mean and M2 into the running ones
         delta = chunk_mean - self._mean
         self._m2 += chunk_m2 + delta * delta * s.count * n / merged if s.count else chunk_m2
@@ -187,6 +189,7 @@ def error_stats(actual: np.ndarray, reference: np.ndarray, *, atol: float, rtol:
     abs_acc, rel_acc = _Accumulator(chunk), _Accumulator(chunk)
     masks = np.empty((3, chunk), bool)
     mismatches = 0
+    min_atol = min_rtol = 0.0  # the largest abs error among elements failing rtol, and rel among those failing atol
     beyond = BeyondAtol(atol)
     for offset, a, b in _chunks(actual, reference):
         absdiff, reldiff = diffs.compute(a, b)
@@ -195,14 +198,17 @@ def error_stats(actual: np.ndarray, reference: np.ndarray, *, atol: float, rtol:
         beyond.add(reldiff, b, offset, masks[0])
         abs_fails = _fails(absdiff, atol, masks[0], masks[2])
         rel_fails = _fails(reldiff, rtol, masks[1], masks[2])
+        min_atol = _nan_max(min_atol, _masked_max(absdiff, rel_fails))
+        min_rtol = _nan_max(min_rtol, _masked_max(reldiff, abs_fails))
         mismatches += int(np.count_nonzero(np.logical_and(abs_fails, rel_fails, out=abs_fails)))
     for acc in (abs_acc, rel_acc):
         acc.finish_pass1()
     wanted = tuple(dict.fromkeys((*REPORTED_QUANTILES, *quantiles)))
     stats = ErrorStats(actual.shape, plan, abs_acc.summary, rel_acc.summary, mismatches, [],
                        reference_peak=diffs.reference_peak, beyond_atol=beyond)
-    largest = _pass2(actual, reference, stats, abs_acc, rel_acc, wanted, (atol, rtol), nan_equal, inf_equal,
-                     worst_count(samples))
+    if mismatches:  # the smallest passing tolerances are only said of failing outputs
+        stats.min_atol, stats.min_rtol = min_atol, min_rtol
+    largest = _pass2(actual, reference, stats, abs_acc, rel_acc, wanted, nan_equal, inf_equal, worst_count(samples))
     if samples and stats.size:
         stats.sample = error_sample(actual, reference, plan, largest, samples, (abs_acc.counts, rel_acc.counts),
                                     nan_equal, inf_equal)
@@ -222,22 +228,27 @@ def _fails(values: np.ndarray, tolerance: float, out: np.ndarray | None = None,
     return mask
 
 
+def _masked_max(values: np.ndarray, mask: np.ndarray) -> float:
+    """The largest of ``values`` where ``mask`` (NaN if one of them is NaN), 0 where none is."""
+    return float(np.max(values, where=mask, initial=0.0)) if mask.any() else 0.0
+
+
 def _nan_max(a: float, b: float) -> float:
     """max() that keeps NaN (Python's max drops it when it comes second)."""
     return math.nan if math.isnan(a) or math.isnan(b) else max(a, b)
 
 
 def _pass2(actual: np.ndarray, reference: np.ndarray, stats: ErrorStats, abs_acc: _Accumulator,
-           rel_acc: _Accumulator, wanted: tuple[float, ...], tolerances: tuple[float, float], nan_equal: bool,
-           inf_equal: bool, largest: int = 0) -> list[int]:
-    """Quantiles, worst elements and (when some element fails) the smallest passing tolerances. Returns the flat
-    indices of the ``largest`` (at least the reported) largest absolute errors, largest first."""
+           rel_acc: _Accumulator, wanted: tuple[float, ...], nan_equal: bool, inf_equal: bool,
+           largest: int = 0) -> list[int]:
+    """Quantiles and worst elements. Returns the flat indices of the ``largest`` (at least the reported) largest
+    absolute errors, largest first."""
     n = abs_acc.summary.count
     if n == 0:
         for acc in (abs_acc, rel_acc):
             acc.summary.quantiles = {q: 0.0 for q in wanted}
         return []
-    atol, rtol = tolerances
+    bits = 32 if stats.plan.work.itemsize == 4 else 64
     selectors: list[RankSelector | None] = []
     for acc in (abs_acc, rel_acc):
         s = acc.summary
@@ -246,20 +257,20 @@ def _pass2(actual: np.ndarray, reference: np.ndarray, stats: ErrorStats, abs_acc
             selectors.append(None)
         else:
             ranks = [r for q in wanted for r in quantile_ranks(n, q)[:2]]
-            selectors.append(RankSelector(acc.counts, ranks))
+            selectors.append(RankSelector(acc.counts, ranks, bits))
     top = TopK(min(max(WORST_ELEMENTS, largest), n), abs_acc.counts)
-    diffs = DiffComputer(stats.plan, min(CHUNK_ELEMENTS, n), nan_equal, inf_equal)
+    chunk = min(CHUNK_ELEMENTS, n)
+    diffs = DiffComputer(stats.plan, chunk, nan_equal, inf_equal)
+    keys = np.empty((2, chunk), np.uint32)  # reused: bin keys of float32 errors (float64 ones allocate)
+    selected = np.empty(chunk, bool)
     for offset, a, b in _chunks(actual, reference):
         absdiff, reldiff = diffs.compute(a, b)
-        abs_keys = bin_keys(absdiff)
+        abs_keys = bin_keys(absdiff, keys[0, :absdiff.size])
         top.add(absdiff, abs_keys, offset)
-        for selector, values, keys in zip(selectors, (absdiff, reldiff), (abs_keys, None)):
-            if selector is not None:
-                selector.gather(values, keys if keys is not None else bin_keys(values))
-        if stats.mismatches:
-            abs_fails, rel_fails = _fails(absdiff, atol), _fails(reldiff, rtol)
-            stats.min_atol = _nan_max(stats.min_atol, float(np.where(rel_fails, absdiff, 0).max()))
-            stats.min_rtol = _nan_max(stats.min_rtol, float(np.where(abs_fails, reldiff, 0).max()))
+        if selectors[0] is not None:
+            selectors[0].gather(absdiff, abs_keys, selected)
+        if selectors[1] is not None:
+            selectors[1].gather(reldiff, bin_keys(reldiff, keys[1, :reldiff.size]), selected)
     for selector, acc in zip(selectors, (abs_acc, rel_acc)):
         if selector is not None:
             found = selector.values()

@@ -166,6 +166,23 @@ def test_quantiles_stay_exact_when_one_bin_holds_most_elements(monkeypatch):
         assert stats.abs.quantiles[q] == float(np.quantile(a, q))
 
 
+def test_float32_quantiles_are_exact_from_the_second_level_counts(monkeypatch):
+    """float32 quantiles come from counting the wanted bins' elements by their low bits: exact, with the counts
+    buffered (the buffer flushed when full, and a chunk larger than it counted at once)."""
+    from cmpx_comparators.order_stats import RankSelector
+
+    monkeypatch.setattr(errors, "CHUNK_ELEMENTS", 1000)
+    monkeypatch.setattr(RankSelector, "PENDING", 700)
+    rng = np.random.default_rng(1)
+    reference = rng.random(50_000, dtype=np.float32) + np.float32(0.5)
+    actual = reference * np.float32(1.0001)  # a nearly constant relative error: one or two bins hold them all
+    stats = error_stats(actual, reference, atol=0, rtol=0, quantiles=(0.0, 0.3, 0.77, 1.0))
+    absdiff, reldiff = plain_errors(actual, reference)
+    for q in (0.0, 0.3, 0.5, 0.77, 0.9, 0.95, 0.99, 1.0):
+        assert stats.abs.quantiles[q] == float(np.quantile(absdiff, q))
+        assert stats.rel.quantiles[q] == float(np.quantile(reldiff, q))
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, ml_dtypes.bfloat16, np.float64, np.int64, np.uint8])
 def test_the_relative_error_where_the_reference_exceeds_atol_is_plain_numpys(dtype):
     """Against exact-zero references the relative error explodes (1 / 2.2e-16): the statistic beside it is the
