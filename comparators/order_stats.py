@@ -99,8 +99,8 @@ class RankSelector:
 
     def _count(self, patterns: np.ndarray) -> None:
         assert self._fine is not None
-        fine = patterns.astype(np.int64)
-        fine += self._base[patterns >> 16]
+        fine = self._base[patterns >> 16]
+        fine += patterns
         self._fine += np.bincount(fine, minlength=self._fine.size)
 
     def values(self) -> dict[int, float]:
