@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from cmpx_comparators.diffs import DiffComputer, DiffPlan, chunk_diffs, plan_diff
+from cmpx_comparators.fine_ranks import FineRanks
 from cmpx_comparators.order_stats import BINS, RankSelector, TopK, bin_keys, count_bins, exponent_histogram, \
     lerp, quantile_ranks
 from cmpx_comparators.sampling import error_sample, worst_count
@@ -128,6 +129,7 @@ class _Accumulator:
         self._total = 0.0
         self._mean = 0.0
         self._m2 = 0.0
+        self.chunk_peak = (math.nan, -1)  # the last chunk's largest value (or first NaN) and its index in the chunk
 
     def add(self, values: np.ndarray, offset: int) -> np.ndarray:
         """Account for one chunk; return its bin keys (pass 2 needs them again)."""
@@ -135,6 +137,7 @@ class _Accumulator:
         n = values.size
         index = int(values.argmax())  # the first NaN if any
         peak = float(values[index])
+        self.chunk_peak = peak, index
         if math.isnan(peak):
             s.nan_count += int(np.count_nonzero(np.isnan(values)))
         if s.max_index < 0 or math.isnan(peak) and not math.isnan(s.max) or peak > s.max:
@@ -187,20 +190,23 @@ def error_stats(actual: np.ndarray, reference: np.ndarray, *, atol: float, rtol:
     chunk = min(CHUNK_ELEMENTS, max(actual.size, 1))
     diffs = DiffComputer(plan, chunk, nan_equal, inf_equal)
     abs_acc, rel_acc = _Accumulator(chunk), _Accumulator(chunk)
-    masks = np.empty((3, chunk), bool)
+    masks = np.empty((2, chunk), bool)
     mismatches = 0
-    min_atol = min_rtol = 0.0  # the largest abs error among elements failing rtol, and rel among those failing atol
+    min_atol = min_rtol = 0.0  # the largest abs and rel errors of the failing elements (see _largest_where)
     beyond = BeyondAtol(atol)
     for offset, a, b in _chunks(actual, reference):
         absdiff, reldiff = diffs.compute(a, b)
         abs_acc.add(absdiff, offset)
         rel_acc.add(reldiff, offset)
         beyond.add(reldiff, b, offset, masks[0])
-        abs_fails = _fails(absdiff, atol, masks[0], masks[2])
-        rel_fails = _fails(reldiff, rtol, masks[1], masks[2])
-        min_atol = _nan_max(min_atol, _masked_max(absdiff, rel_fails))
-        min_rtol = _nan_max(min_rtol, _masked_max(reldiff, abs_fails))
-        mismatches += int(np.count_nonzero(np.logical_and(abs_fails, rel_fails, out=abs_fails)))
+        abs_fails = _fails(absdiff, atol, masks[0])
+        rel_fails = _fails(reldiff, rtol, masks[1])
+        failing = np.logical_and(abs_fails, rel_fails, out=abs_fails)
+        found = int(np.count_nonzero(failing))
+        if found:
+            mismatches += found
+            min_atol = _nan_max(min_atol, _largest_where(absdiff, failing, abs_acc.chunk_peak))
+            min_rtol = _nan_max(min_rtol, _largest_where(reldiff, failing, rel_acc.chunk_peak))
     for acc in (abs_acc, rel_acc):
         acc.finish_pass1()
     wanted = tuple(dict.fromkeys((*REPORTED_QUANTILES, *quantiles)))
@@ -218,19 +224,26 @@ def error_stats(actual: np.ndarray, reference: np.ndarray, *, atol: float, rtol:
     return stats
 
 
-def _fails(values: np.ndarray, tolerance: float, out: np.ndarray | None = None,
-           scratch: np.ndarray | None = None) -> np.ndarray:
-    """values > tolerance, or NaN (into ``out[:n]``, using ``scratch[:n]``, when given)."""
+def _fails(values: np.ndarray, tolerance: float, out: np.ndarray | None = None) -> np.ndarray:
+    """values > tolerance, or NaN (into ``out[:n]`` when given)."""
     n = values.size
-    with np.errstate(invalid="ignore"):
-        mask = np.greater(values, tolerance, out=None if out is None else out[:n])
-    mask |= np.isnan(values, out=None if scratch is None else scratch[:n])
-    return mask
+    with np.errstate(invalid="ignore"):  # not (values <= tolerance): NaN compares False, so it fails
+        mask = np.less_equal(values, tolerance, out=None if out is None else out[:n])
+    return np.logical_not(mask, out=mask)
 
 
-def _masked_max(values: np.ndarray, mask: np.ndarray) -> float:
-    """The largest of ``values`` where ``mask`` (NaN if one of them is NaN), 0 where none is."""
-    return float(np.max(values, where=mask, initial=0.0)) if mask.any() else 0.0
+def _largest_where(values: np.ndarray, failing: np.ndarray, chunk_peak: tuple[float, int]) -> float:
+    """The largest of ``values`` over the ``failing`` elements (NaN if one of them is NaN); ``chunk_peak``: the
+    chunk's own largest value (its first NaN) and its index, the answer whenever that element fails.
+
+    This is the smallest passing tolerance: atol must cover the abs error of every element failing rtol, and of
+    those, the ones also failing atol (the mismatches) have larger abs errors than the others (at most atol); so
+    over an output with mismatches, the largest over the mismatches is the largest over all that fail rtol
+    (likewise for rtol)."""
+    peak, index = chunk_peak
+    if failing[index]:
+        return peak
+    return float(np.max(values, where=failing, initial=0.0))
 
 
 def _nan_max(a: float, b: float) -> float:
@@ -249,7 +262,7 @@ def _pass2(actual: np.ndarray, reference: np.ndarray, stats: ErrorStats, abs_acc
             acc.summary.quantiles = {q: 0.0 for q in wanted}
         return []
     bits = 32 if stats.plan.work.itemsize == 4 else 64
-    selectors: list[RankSelector | None] = []
+    selectors: list[RankSelector | FineRanks | None] = []
     for acc in (abs_acc, rel_acc):
         s = acc.summary
         if s.nan_count or s.min == s.max:  # NaN poisons quantiles (as in numpy); constant arrays need no search
@@ -257,7 +270,7 @@ def _pass2(actual: np.ndarray, reference: np.ndarray, stats: ErrorStats, abs_acc
             selectors.append(None)
         else:
             ranks = [r for q in wanted for r in quantile_ranks(n, q)[:2]]
-            selectors.append(RankSelector(acc.counts, ranks, bits))
+            selectors.append(FineRanks(acc.counts, ranks) if bits == 32 else RankSelector(acc.counts, ranks))
     top = TopK(min(max(WORST_ELEMENTS, largest), n), abs_acc.counts)
     chunk = min(CHUNK_ELEMENTS, n)
     diffs = DiffComputer(stats.plan, chunk, nan_equal, inf_equal)

@@ -53,88 +53,39 @@ def lerp(low: float, high: float, t: float) -> float:
 
 class RankSelector:
     """Finds the values at given ranks: built after pass 1 (with the bin counts), ``gather`` per chunk in pass 2,
-    then ``values``.
+    then ``values``. The elements of the bins that hold the ranks are gathered and selected among (float64: float32
+    errors have cmpx_comparators.fine_ranks, which gathers nothing)."""
 
-    float32: the elements of the wanted bins are counted again by their low 16 bits (a second-level histogram,
-    one row of 65,536 counts per wanted bin), which gives every bit of the value at a rank: nothing is gathered,
-    whatever number of elements share a bin (a nearly constant error puts them all in one). float64 (48 low bits):
-    the elements of the wanted bins are gathered and selected among."""
-
-    PENDING = 1 << 20  # float32 bit patterns buffered before they are counted (4 MiB)
-
-    def __init__(self, counts: np.ndarray, ranks: Iterable[int], float_bits: int = 64):
+    def __init__(self, counts: np.ndarray, ranks: Iterable[int]):
         self._cumulative = np.cumsum(counts)
         self._ranks = sorted(set(ranks))
         self._bins = {rank: int(np.searchsorted(self._cumulative, rank, side="right")) for rank in self._ranks}
-        self._slots = {b: slot for slot, b in enumerate(sorted(set(self._bins.values())))}
         self._wanted = np.zeros(BINS, bool)
-        self._wanted[list(self._slots)] = True
+        self._wanted[list(self._bins.values())] = True
         self._gathered: list[tuple[np.ndarray, np.ndarray]] = []
-        self._fine: np.ndarray | None = None
-        if float_bits == 32:
-            self._fine = np.zeros(len(self._slots) << 16, np.int64)
-            self._base = np.zeros(BINS, np.int64)  # pattern + base[pattern >> 16] = slot << 16 | low 16 bits
-            for b, slot in self._slots.items():
-                self._base[b] = (slot - b) << 16
-            self._pending = np.empty(self.PENDING, np.uint32)
-            self._filled = 0
 
     def gather(self, values: np.ndarray, keys: np.ndarray, selected: np.ndarray | None = None) -> None:
         """One chunk: its values and their bin keys (``selected``: a bool buffer of at least its size)."""
         selected = np.take(self._wanted, keys, out=None if selected is None else selected[:keys.size])
-        if not selected.any():
-            return
-        if self._fine is None:
+        if selected.any():
             self._gathered.append((values[selected], keys[selected]))
-            return
-        patterns = bit_patterns(values)[selected]
-        if self._filled + patterns.size > self.PENDING:
-            self._count(self._pending[:self._filled])
-            self._filled = 0
-        if patterns.size > self.PENDING:
-            self._count(patterns)
-            return
-        self._pending[self._filled:self._filled + patterns.size] = patterns
-        self._filled += patterns.size
-
-    def _count(self, patterns: np.ndarray) -> None:
-        assert self._fine is not None
-        fine = self._base[patterns >> 16]
-        fine += patterns
-        self._fine += np.bincount(fine, minlength=self._fine.size)
 
     def values(self) -> dict[int, float]:
         if not self._ranks:
             return {}
-        if self._fine is not None:
-            return self._fine_values()
         values = np.concatenate([v for v, _ in self._gathered])
         keys = np.concatenate([k for _, k in self._gathered])
         self._gathered.clear()
         found: dict[int, float] = {}
-        for bin_index in sorted(self._slots):
+        for bin_index in sorted(set(self._bins.values())):
             in_bin = values[keys == bin_index]
+            before = int(self._cumulative[bin_index - 1]) if bin_index else 0
             ranks = [r for r, b in self._bins.items() if b == bin_index]
-            offsets = [r - self._before(bin_index) for r in ranks]
+            offsets = [r - before for r in ranks]
             in_bin.partition(offsets)
             for rank, offset in zip(ranks, offsets):
                 found[rank] = float(in_bin[offset])
         return found
-
-    def _fine_values(self) -> dict[int, float]:
-        assert self._fine is not None
-        self._count(self._pending[:self._filled])
-        self._filled = 0
-        rows = self._fine.reshape(len(self._slots), 1 << 16)
-        found: dict[int, float] = {}
-        for rank, b in self._bins.items():
-            low = int(np.searchsorted(np.cumsum(rows[self._slots[b]]), rank - self._before(b), side="right"))
-            found[rank] = float(np.array([b << 16 | low], np.uint32).view(np.float32)[0])
-        return found
-
-    def _before(self, bin_index: int) -> int:
-        """How many elements lie in the bins below ``bin_index``."""
-        return int(self._cumulative[bin_index - 1]) if bin_index else 0
 
 
 class TopK:
