@@ -10,7 +10,8 @@ End to end: an identity model's run is saved by each tool in its own format (cmp
 Polygraphy's JSON), then a x1.0001 model runs on ONNX Runtime against it (--load-inputs/--load-outputs), failing
 at the default tolerances and passing at --rtol 1e-3. Each command is a fresh process; the runs are interleaved
 and each figure is the median of --repeat, with the load average before and after, so the ratios of one run can
-be compared on a shared machine.
+be compared on a shared machine. Besides wall time, the CPU time of each command's processes (user + system,
+workers included), which a loaded machine distorts less.
 
     python bench/compare_large.py [--repeat 3] [--quick] [--skip-in-process] [--skip-end-to-end]
 """
@@ -21,6 +22,7 @@ import argparse
 import contextlib
 import io
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -112,14 +114,17 @@ def _models(tmp: str) -> tuple[str, str]:
     return identity, save("scale", [helper.make_node("Mul", ["X", "k"], ["Y"])], [scale])
 
 
-def _run(command: list[str], expect: int) -> float:
+def _run(command: list[str], expect: int) -> tuple[float, float]:
+    """Wall time, and CPU time (user + system) of the command and the processes it waited for."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True)
     seconds = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != expect:
         raise SystemExit(f"{' '.join(command)}: exit {done.returncode}, expected {expect}\n"
                          f"{done.stdout[-2000:]}{done.stderr[-2000:]}")
-    return seconds
+    return seconds, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
 
 
 def end_to_end(repeat: int) -> None:
@@ -142,22 +147,24 @@ def end_to_end(repeat: int) -> None:
         for command, expect in cases.values():  # warm: page cache, bytecode, the verdicts checked
             _run(command, expect)
         load_before = _load()
-        times: dict[str, list[float]] = {label: [] for label in cases}
+        runs: dict[str, list[tuple[float, float]]] = {label: [] for label in cases}
         for _ in range(repeat):  # interleaved, so a change in the machine's load touches every case alike
             for label, (command, expect) in cases.items():
-                times[label].append(_run(command, expect))
+                runs[label].append(_run(command, expect))
         load_after = _load()
-    median = {label: statistics.median(values) for label, values in times.items()}
     print(f"end to end: load a saved {SHAPE} float32 run and compare (x{SCALE} model vs identity's saved run); "
           f"median of {repeat}, interleaved; load average before {load_before}, after {load_after}")
-    for label, values in times.items():
-        print(f"  {label:<42} {median[label]:7.3f} s   (runs: {', '.join(f'{v:.2f}' for v in values)})")
-    cmpx_fail, cmpx_pass = median["cmpx, failing (default tolerances)"], median["cmpx, passing (--rtol 1e-3)"]
-    poly_fail = median["polygraphy, failing (default tolerances)"]
-    poly_pass = median["polygraphy, passing (--rtol 1e-3)"]
-    print(f"  failing: cmpx {poly_fail / cmpx_fail:.1f}x faster than polygraphy (goal >= 6x); "
-          f"passing: {poly_pass / cmpx_pass:.1f}x")
-    print(f"  cmpx failing / passing: {cmpx_fail / cmpx_pass:.2f}x (goal <= 1.5x)")
+    print(f"  {'':<42} {'wall s':>7} {'CPU s':>7}   (each run's wall s)")
+    wall = {label: statistics.median(w for w, _ in values) for label, values in runs.items()}
+    cpu = {label: statistics.median(c for _, c in values) for label, values in runs.items()}
+    for label, values in runs.items():
+        print(f"  {label:<42} {wall[label]:7.3f} {cpu[label]:7.3f}   ({', '.join(f'{w:.2f}' for w, _ in values)})")
+    for name, figures in (("wall", wall), ("CPU", cpu)):
+        cmpx_fail, cmpx_pass = figures["cmpx, failing (default tolerances)"], figures["cmpx, passing (--rtol 1e-3)"]
+        poly_fail = figures["polygraphy, failing (default tolerances)"]
+        poly_pass = figures["polygraphy, passing (--rtol 1e-3)"]
+        print(f"  {name}: failing, cmpx {poly_fail / cmpx_fail:.1f}x faster than polygraphy (goal >= 6x; passing "
+              f"{poly_pass / cmpx_pass:.1f}x); cmpx failing / passing {cmpx_fail / cmpx_pass:.2f}x (goal <= 1.5x)")
 
 
 def _load() -> str:

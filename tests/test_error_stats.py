@@ -220,6 +220,25 @@ def test_fine_ranks_are_the_sorted_values_at_those_ranks(data, chunk, pending, s
     assert selector.values() == {rank: float(ordered[rank]) for rank in ranks}
 
 
+@settings(max_examples=80, deadline=None)
+@given(st.data(), st.integers(1, 40), st.integers(1, 12), st.sampled_from([np.float32, np.float64]))
+def test_top_k_are_the_largest_elements_the_earliest_of_equal_ones(data, chunk, k, dtype):
+    """TopK on its own, on few distinct values (ties everywhere) with NaN and infinities: the k largest, NaN
+    first, largest first and the earliest first among equal ones, whatever the chunks."""
+    from cmpx_comparators.order_stats import BINS, TopK, bin_keys
+
+    elements = st.sampled_from([0.0, 1e-3, 0.5, 0.5000001, 2.0, np.inf, np.nan])
+    values = data.draw(hnp.arrays(dtype, data.draw(st.integers(1, 120)), elements=elements))
+    k = min(k, values.size)
+    top = TopK(k, np.bincount(bin_keys(values), minlength=BINS))
+    for start in range(0, values.size, chunk):
+        part = values[start:start + chunk]
+        top.add(part, bin_keys(part), start)
+    ranked = np.where(np.isnan(values), np.inf, values.astype(np.float64))  # NaN above infinity
+    rank = np.where(np.isnan(values), 1, 0)
+    assert list(top.indices()) == list(np.lexsort((np.arange(values.size), -ranked, -rank))[:k])
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, ml_dtypes.bfloat16, np.float64, np.int64, np.uint8])
 def test_the_relative_error_where_the_reference_exceeds_atol_is_plain_numpys(dtype):
     """Against exact-zero references the relative error explodes (1 / 2.2e-16): the statistic beside it is the
