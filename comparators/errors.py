@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from cmpx_comparators.diffs import DiffComputer, DiffPlan, chunk_diffs, plan_diff
-from cmpx_comparators.fine_ranks import FineRanks
+from cmpx_comparators.fine_ranks import FineRanks, pays_off
 from cmpx_comparators.order_stats import BINS, RankSelector, TopK, bin_keys, count_bins, exponent_histogram, \
     lerp, quantile_ranks
 from cmpx_comparators.sampling import error_sample, worst_count
@@ -270,7 +270,8 @@ def _pass2(actual: np.ndarray, reference: np.ndarray, stats: ErrorStats, abs_acc
             selectors.append(None)
         else:
             ranks = [r for q in wanted for r in quantile_ranks(n, q)[:2]]
-            selectors.append(FineRanks(acc.counts, ranks) if bits == 32 else RankSelector(acc.counts, ranks))
+            counted = bits == 32 and pays_off(acc.counts, ranks)
+            selectors.append(FineRanks(acc.counts, ranks) if counted else RankSelector(acc.counts, ranks))
     top = TopK(min(max(WORST_ELEMENTS, largest), n), abs_acc.counts)
     chunk = min(CHUNK_ELEMENTS, n)
     diffs = DiffComputer(stats.plan, chunk, nan_equal, inf_equal)

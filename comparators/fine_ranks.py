@@ -19,13 +19,22 @@ from cmpx_comparators.order_stats import BINS, bit_patterns
 ROW = 1 << 16  # counts per bin: one per value of the low 16 bits
 
 
+def pays_off(counts: np.ndarray, ranks: Iterable[int]) -> bool:
+    """Whether counting beats gathering (cmpx_comparators.order_stats.RankSelector): when the bins holding the
+    ``ranks`` hold more than an eighth of a row's worth of elements each, on average. Below that, the few elements
+    gathered take less memory than the rows of counts, and less time than zeroing them."""
+    cumulative = np.cumsum(counts)
+    bins = {int(np.searchsorted(cumulative, rank, side="right")) for rank in ranks}
+    return int(sum(int(counts[b]) for b in bins)) > len(bins) * ROW // 8
+
+
 class FineRanks:
     """The float32 values at given ranks: built after pass 1 with its bin counts, ``gather`` per chunk in pass 2,
     then ``values``. Wanted bins within SPAN of each other are counted over their whole range (a subtraction
     gives an element's row and column); others through a lookup of each element's row."""
 
-    PENDING = 1 << 19  # row-and-column indices buffered before they are counted (4 MiB)
-    SPAN = 16  # at most this many rows (8 MiB) for a contiguous range
+    PENDING = 1 << 18  # row-and-column indices buffered before they are counted (2 MiB)
+    SPAN = 4  # at most this many rows (2 MiB) for a contiguous range
 
     def __init__(self, counts: np.ndarray, ranks: Iterable[int]):
         cumulative = np.cumsum(counts)
