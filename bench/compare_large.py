@@ -59,12 +59,14 @@ def polygraphy_compare(a, b, atol, rtol):
 
 
 def timed(function, *args, repeat):
-    times, value = [], None
+    """Median wall and CPU time (this process's: numpy runs these on one thread), and the last result."""
+    walls, cpus, value = [], [], None
     for _ in range(repeat):
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         value = function(*args)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times), value
+        walls.append(time.perf_counter() - start)
+        cpus.append(time.process_time() - cpu)
+    return (statistics.median(walls), statistics.median(cpus)), value
 
 
 def peak_extra(function, *args):
@@ -86,15 +88,18 @@ def in_process(repeat: int) -> None:
              (f"x{SCALE}, failing (1e-5)", scaled * np.float32(SCALE), scaled, 1e-5, 1e-5))
     tensor = reference.nbytes
     print(f"in process: {SHAPE} float32, {tensor / 2**20:.0f} MiB; median of {repeat}; load {_load()}")
-    print(f"{'case':<34} {'cmpx s':>8} {'polygraphy s':>13} {'speed-up':>9} {'cmpx mem':>9} {'polygraphy mem':>15}")
+    print(f"{'case':<34} {'cmpx s (CPU s)':>15} {'polygraphy s (CPU s)':>21} {'speed-up (CPU)':>15} "
+          f"{'cmpx mem':>9} {'polygraphy mem':>15}")
     for label, actual, expected, atol, rtol in cases:
-        ours_time, (ours_verdict, _) = timed(cmpx_compare, actual, expected, atol, rtol, repeat=repeat)
-        theirs_time, (theirs_verdict, _) = timed(polygraphy_compare, actual, expected, atol, rtol, repeat=repeat)
+        (ours, ours_cpu), (ours_verdict, _) = timed(cmpx_compare, actual, expected, atol, rtol, repeat=repeat)
+        (theirs, theirs_cpu), (theirs_verdict, _) = timed(polygraphy_compare, actual, expected, atol, rtol,
+                                                          repeat=repeat)
         assert ours_verdict == theirs_verdict, (label, ours_verdict, theirs_verdict)
         ours_memory = peak_extra(cmpx_compare, actual, expected, atol, rtol)
         theirs_memory = peak_extra(polygraphy_compare, actual, expected, atol, rtol)
-        print(f"{label:<34} {ours_time:8.3f} {theirs_time:13.3f} {theirs_time / ours_time:8.1f}x "
-              f"{ours_memory / tensor:8.2f}x {theirs_memory / tensor:14.2f}x")
+        print(f"{label:<34} {ours:6.3f} ({ours_cpu:6.3f}) {theirs:11.3f} ({theirs_cpu:6.3f}) "
+              f"{theirs / ours:6.1f}x ({theirs_cpu / ours_cpu:4.1f}x) {ours_memory / tensor:8.2f}x "
+              f"{theirs_memory / tensor:14.2f}x")
 
 
 def _models(tmp: str) -> tuple[str, str]:
