@@ -2,8 +2,9 @@
 
 Pass 1 streams the absolute and relative errors once for counts, extremes, mean, standard deviation, the
 element-wise verdict, the smallest tolerances that would pass, and a histogram of bit-pattern bins. Pass 2
-(recomputing the errors chunk by chunk) gathers just the elements needed for the exact median and quantiles
-and the worst elements. Memory stays within a few chunks, whatever the tensor size.
+(recomputing the errors chunk by chunk) looks only at the bins that hold the exact median and quantiles (counting
+their float32 elements by their low bits, or gathering them) and the worst elements. Memory stays within a few
+chunks and a few fixed-size counts, whatever the tensor size.
 """
 
 from __future__ import annotations
