@@ -58,14 +58,14 @@ class DiffComputer:
         self.reference_peak = 0.0  # the largest |reference| seen (NaN ignored): can the check fail at all?
         if plan.kind == "float":
             self._buffers = [np.empty(chunk_elements, plan.work) for _ in range(4)]
+            self._zero = np.empty(chunk_elements, bool)
 
     def compute(self, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        if self.plan.kind != "float" or self.nan_equal or self.inf_equal:
-            if b.size and self.plan.kind == "float":
-                self._peak(np.abs(b))
+        if self.plan.kind != "float":
             return chunk_diffs(self.plan, a, b, self.nan_equal, self.inf_equal)
         n = a.size
         absdiff, reldiff, a_work, b_work = (buffer[:n] for buffer in self._buffers)
+        zero = self._zero[:n]
         if a.dtype != self.plan.work:  # e.g. float16: convert before subtracting, never subtract in float16
             np.copyto(a_work, a, casting="unsafe")
             a = a_work
@@ -78,9 +78,26 @@ class DiffComputer:
             np.abs(b, out=reldiff)
             if n:
                 self._peak(reldiff)
-            reldiff[reldiff == 0] = EPSILON
+            np.copyto(reldiff, reldiff.dtype.type(EPSILON), where=np.equal(reldiff, 0, out=zero))
+            if self.nan_equal or self.inf_equal:
+                self._equal_specials(a, b, absdiff, reldiff)
             np.divide(absdiff, reldiff, out=reldiff)
         return absdiff, reldiff
+
+    def _equal_specials(self, a: np.ndarray, b: np.ndarray, absdiff: np.ndarray, magnitude: np.ndarray) -> None:
+        """--nan-equal and equal infinities: an error of 0 (0 over 1) where both sides hold NaN or the same
+        infinity. Only such elements have a NaN difference, so the rest of the chunk is not looked at again."""
+        where = np.flatnonzero(np.isnan(absdiff, out=self._zero[:absdiff.size]))
+        if not where.size:
+            return
+        x, y = a[where], b[where]
+        same = np.zeros(where.size, bool)
+        if self.nan_equal:
+            same |= np.isnan(x) & np.isnan(y)
+        if self.inf_equal:
+            same |= np.isinf(x) & (x == y)
+        absdiff[where[same]] = 0
+        magnitude[where[same]] = 1
 
 
     def _peak(self, magnitudes: np.ndarray) -> None:

@@ -2,8 +2,9 @@
 
 Pass 1 streams the absolute and relative errors once for counts, extremes, mean, standard deviation, the
 element-wise verdict, the smallest tolerances that would pass, and a histogram of bit-pattern bins. Pass 2
-(recomputing the errors chunk by chunk) gathers just the elements needed for the exact median and quantiles
-and the worst elements. Memory stays within a few chunks, whatever the tensor size.
+(recomputing the errors chunk by chunk) looks only at the bins that hold the exact median and quantiles (counting
+their float32 elements by their low bits, or gathering them) and the worst elements. Memory stays within a few
+chunks and a few fixed-size counts, whatever the tensor size.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from cmpx_comparators.diffs import DiffComputer, DiffPlan, chunk_diffs, plan_diff
+from cmpx_comparators.fine_ranks import FineRanks, pays_off
 from cmpx_comparators.order_stats import BINS, RankSelector, TopK, bin_keys, count_bins, exponent_histogram, \
     lerp, quantile_ranks
 from cmpx_comparators.sampling import error_sample, worst_count
@@ -128,6 +130,7 @@ class _Accumulator:
         self._total = 0.0
         self._mean = 0.0
         self._m2 = 0.0
+        self.chunk_peak = (math.nan, -1)  # the last chunk's largest value (or first NaN) and its index in the chunk
 
     def add(self, values: np.ndarray, offset: int) -> np.ndarray:
         """Account for one chunk; return its bin keys (pass 2 needs them again)."""
@@ -135,6 +138,7 @@ class _Accumulator:
         n = values.size
         index = int(values.argmax())  # the first NaN if any
         peak = float(values[index])
+        self.chunk_peak = peak, index
         if math.isnan(peak):
             s.nan_count += int(np.count_nonzero(np.isnan(values)))
         if s.max_index < 0 or math.isnan(peak) and not math.isnan(s.max) or peak > s.max:
@@ -146,7 +150,9 @@ class _Accumulator:
         chunk_mean = total / n
         with np.errstate(all="ignore"):  # inf - inf is NaN here as in numpy.std
             centered = np.subtract(values, chunk_mean, out=self._centered[:n], dtype=np.float64)
-            chunk_m2 = float(np.dot(centered, centered))
+            # squared in place and summed pairwise: np.dot would hand this to a multithreaded BLAS, whose threads
+            # (asleep between chunks) cost up to 100x the arithmetic on a loaded machine
+            chunk_m2 = float(np.multiply(centered, centered, out=centered).sum())
         merged = s.count + n  # Chan et al.: merge the chunk's mean and M2 into the running ones
         delta = chunk_mean - self._mean
         self._m2 += chunk_m2 + delta * delta * s.count * n / merged if s.count else chunk_m2
@@ -185,24 +191,31 @@ def error_stats(actual: np.ndarray, reference: np.ndarray, *, atol: float, rtol:
     chunk = min(CHUNK_ELEMENTS, max(actual.size, 1))
     diffs = DiffComputer(plan, chunk, nan_equal, inf_equal)
     abs_acc, rel_acc = _Accumulator(chunk), _Accumulator(chunk)
-    masks = np.empty((3, chunk), bool)
+    masks = np.empty((2, chunk), bool)
     mismatches = 0
+    min_atol = min_rtol = 0.0  # the largest abs and rel errors of the failing elements (see _largest_where)
     beyond = BeyondAtol(atol)
     for offset, a, b in _chunks(actual, reference):
         absdiff, reldiff = diffs.compute(a, b)
         abs_acc.add(absdiff, offset)
         rel_acc.add(reldiff, offset)
         beyond.add(reldiff, b, offset, masks[0])
-        abs_fails = _fails(absdiff, atol, masks[0], masks[2])
-        rel_fails = _fails(reldiff, rtol, masks[1], masks[2])
-        mismatches += int(np.count_nonzero(np.logical_and(abs_fails, rel_fails, out=abs_fails)))
+        abs_fails = _fails(absdiff, atol, masks[0])
+        rel_fails = _fails(reldiff, rtol, masks[1])
+        failing = np.logical_and(abs_fails, rel_fails, out=abs_fails)
+        found = int(np.count_nonzero(failing))
+        if found:
+            mismatches += found
+            min_atol = _nan_max(min_atol, _largest_where(absdiff, failing, abs_acc.chunk_peak))
+            min_rtol = _nan_max(min_rtol, _largest_where(reldiff, failing, rel_acc.chunk_peak))
     for acc in (abs_acc, rel_acc):
         acc.finish_pass1()
     wanted = tuple(dict.fromkeys((*REPORTED_QUANTILES, *quantiles)))
     stats = ErrorStats(actual.shape, plan, abs_acc.summary, rel_acc.summary, mismatches, [],
                        reference_peak=diffs.reference_peak, beyond_atol=beyond)
-    largest = _pass2(actual, reference, stats, abs_acc, rel_acc, wanted, (atol, rtol), nan_equal, inf_equal,
-                     worst_count(samples))
+    if mismatches:  # the smallest passing tolerances are only said of failing outputs
+        stats.min_atol, stats.min_rtol = min_atol, min_rtol
+    largest = _pass2(actual, reference, stats, abs_acc, rel_acc, wanted, nan_equal, inf_equal, worst_count(samples))
     if samples and stats.size:
         stats.sample = error_sample(actual, reference, plan, largest, samples, (abs_acc.counts, rel_acc.counts),
                                     nan_equal, inf_equal)
@@ -212,14 +225,26 @@ def error_stats(actual: np.ndarray, reference: np.ndarray, *, atol: float, rtol:
     return stats
 
 
-def _fails(values: np.ndarray, tolerance: float, out: np.ndarray | None = None,
-           scratch: np.ndarray | None = None) -> np.ndarray:
-    """values > tolerance, or NaN (into ``out[:n]``, using ``scratch[:n]``, when given)."""
+def _fails(values: np.ndarray, tolerance: float, out: np.ndarray | None = None) -> np.ndarray:
+    """values > tolerance, or NaN (into ``out[:n]`` when given)."""
     n = values.size
-    with np.errstate(invalid="ignore"):
-        mask = np.greater(values, tolerance, out=None if out is None else out[:n])
-    mask |= np.isnan(values, out=None if scratch is None else scratch[:n])
-    return mask
+    with np.errstate(invalid="ignore"):  # not (values <= tolerance): NaN compares False, so it fails
+        mask = np.less_equal(values, tolerance, out=None if out is None else out[:n])
+    return np.logical_not(mask, out=mask)
+
+
+def _largest_where(values: np.ndarray, failing: np.ndarray, chunk_peak: tuple[float, int]) -> float:
+    """The largest of ``values`` over the ``failing`` elements (NaN if one of them is NaN); ``chunk_peak``: the
+    chunk's own largest value (its first NaN) and its index, the answer whenever that element fails.
+
+    This is the smallest passing tolerance: atol must cover the abs error of every element failing rtol, and of
+    those, the ones also failing atol (the mismatches) have larger abs errors than the others (at most atol); so
+    over an output with mismatches, the largest over the mismatches is the largest over all that fail rtol
+    (likewise for rtol)."""
+    peak, index = chunk_peak
+    if failing[index]:
+        return peak
+    return float(np.max(values, where=failing, initial=0.0))
 
 
 def _nan_max(a: float, b: float) -> float:
@@ -228,17 +253,17 @@ def _nan_max(a: float, b: float) -> float:
 
 
 def _pass2(actual: np.ndarray, reference: np.ndarray, stats: ErrorStats, abs_acc: _Accumulator,
-           rel_acc: _Accumulator, wanted: tuple[float, ...], tolerances: tuple[float, float], nan_equal: bool,
-           inf_equal: bool, largest: int = 0) -> list[int]:
-    """Quantiles, worst elements and (when some element fails) the smallest passing tolerances. Returns the flat
-    indices of the ``largest`` (at least the reported) largest absolute errors, largest first."""
+           rel_acc: _Accumulator, wanted: tuple[float, ...], nan_equal: bool, inf_equal: bool,
+           largest: int = 0) -> list[int]:
+    """Quantiles and worst elements. Returns the flat indices of the ``largest`` (at least the reported) largest
+    absolute errors, largest first."""
     n = abs_acc.summary.count
     if n == 0:
         for acc in (abs_acc, rel_acc):
             acc.summary.quantiles = {q: 0.0 for q in wanted}
         return []
-    atol, rtol = tolerances
-    selectors: list[RankSelector | None] = []
+    bits = 32 if stats.plan.work.itemsize == 4 else 64
+    selectors: list[RankSelector | FineRanks | None] = []
     for acc in (abs_acc, rel_acc):
         s = acc.summary
         if s.nan_count or s.min == s.max:  # NaN poisons quantiles (as in numpy); constant arrays need no search
@@ -246,20 +271,21 @@ def _pass2(actual: np.ndarray, reference: np.ndarray, stats: ErrorStats, abs_acc
             selectors.append(None)
         else:
             ranks = [r for q in wanted for r in quantile_ranks(n, q)[:2]]
-            selectors.append(RankSelector(acc.counts, ranks))
+            counted = bits == 32 and pays_off(acc.counts, ranks)
+            selectors.append(FineRanks(acc.counts, ranks) if counted else RankSelector(acc.counts, ranks))
     top = TopK(min(max(WORST_ELEMENTS, largest), n), abs_acc.counts)
-    diffs = DiffComputer(stats.plan, min(CHUNK_ELEMENTS, n), nan_equal, inf_equal)
+    chunk = min(CHUNK_ELEMENTS, n)
+    diffs = DiffComputer(stats.plan, chunk, nan_equal, inf_equal)
+    keys = np.empty((2, chunk), np.uint32)  # reused: bin keys of float32 errors (float64 ones allocate)
+    selected = np.empty(chunk, bool)
     for offset, a, b in _chunks(actual, reference):
         absdiff, reldiff = diffs.compute(a, b)
-        abs_keys = bin_keys(absdiff)
+        abs_keys = bin_keys(absdiff, keys[0, :absdiff.size])
         top.add(absdiff, abs_keys, offset)
-        for selector, values, keys in zip(selectors, (absdiff, reldiff), (abs_keys, None)):
-            if selector is not None:
-                selector.gather(values, keys if keys is not None else bin_keys(values))
-        if stats.mismatches:
-            abs_fails, rel_fails = _fails(absdiff, atol), _fails(reldiff, rtol)
-            stats.min_atol = _nan_max(stats.min_atol, float(np.where(rel_fails, absdiff, 0).max()))
-            stats.min_rtol = _nan_max(stats.min_rtol, float(np.where(abs_fails, reldiff, 0).max()))
+        if selectors[0] is not None:
+            selectors[0].gather(absdiff, abs_keys, selected)
+        if selectors[1] is not None:
+            selectors[1].gather(reldiff, bin_keys(reldiff, keys[1, :reldiff.size]), selected)
     for selector, acc in zip(selectors, (abs_acc, rel_acc)):
         if selector is not None:
             found = selector.values()

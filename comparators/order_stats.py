@@ -52,8 +52,9 @@ def lerp(low: float, high: float, t: float) -> float:
 
 
 class RankSelector:
-    """Finds the values at given ranks: ``plan`` after pass 1 (with the bin counts), ``gather`` per chunk in
-    pass 2, then ``values``."""
+    """Finds the values at given ranks: built after pass 1 (with the bin counts), ``gather`` per chunk in pass 2,
+    then ``values``. The elements of the bins that hold the ranks are gathered and selected among (float64: float32
+    errors have cmpx_comparators.fine_ranks, which gathers nothing)."""
 
     def __init__(self, counts: np.ndarray, ranks: Iterable[int]):
         self._cumulative = np.cumsum(counts)
@@ -63,8 +64,9 @@ class RankSelector:
         self._wanted[list(self._bins.values())] = True
         self._gathered: list[tuple[np.ndarray, np.ndarray]] = []
 
-    def gather(self, values: np.ndarray, keys: np.ndarray) -> None:
-        selected = self._wanted[keys]
+    def gather(self, values: np.ndarray, keys: np.ndarray, selected: np.ndarray | None = None) -> None:
+        """One chunk: its values and their bin keys (``selected``: a bool buffer of at least its size)."""
+        selected = np.take(self._wanted, keys, out=None if selected is None else selected[:keys.size])
         if selected.any():
             self._gathered.append((values[selected], keys[selected]))
 
@@ -87,8 +89,10 @@ class RankSelector:
 
 
 class TopK:
-    """The k largest elements (NaN first) with their flat indices. After pass 1 the bin counts say which bins
-    can hold them, so pass 2 only looks closely at the elements of those top bins."""
+    """The k largest elements (NaN first) with their flat indices, the earliest first among equal ones. After
+    pass 1 the bin counts say which bins can hold them, so pass 2 looks closely only at the elements of those top
+    bins, and once k are found, only at those larger than the k-th (sorting, never partitioning: numpy's
+    partition slows down a hundredfold on the many equal values of a nearly constant error)."""
 
     def __init__(self, k: int, counts: np.ndarray):
         self.k = k
@@ -98,16 +102,24 @@ class TopK:
         self._indices = np.empty(0, np.int64)
 
     def add(self, values: np.ndarray, keys: np.ndarray, offset: int) -> None:
+        patterns = bit_patterns(values)
+        full = self._bits.size == self.k
+        if full and (not patterns.size or patterns.max() <= self._bits[-1]):
+            return  # nothing here beats the k-th (an equal one comes later: the earlier stays)
         candidates = np.flatnonzero(keys >= self.first_bin)
-        if not len(candidates):
-            return
-        bits = bit_patterns(values)[candidates]
-        if len(bits) > self.k:
-            keep = np.argpartition(bits, len(bits) - self.k)[-self.k:]
-            bits, candidates = bits[keep], candidates[keep]
+        bits = patterns[candidates]
+        if full:
+            beats = bits > self._bits[-1]
+            candidates, bits = candidates[beats], bits[beats]
+        if bits.size > self.k:  # the k largest of the chunk, the earliest of equal ones
+            kth = np.sort(bits)[bits.size - self.k]
+            above = bits > kth
+            tied = np.flatnonzero(bits == kth)[:self.k - int(np.count_nonzero(above))]
+            keep = np.concatenate([np.flatnonzero(above), tied])
+            candidates, bits = candidates[keep], bits[keep]
         merged_bits = np.concatenate([self._bits, bits.astype(np.uint64)])
         merged_indices = np.concatenate([self._indices, candidates.astype(np.int64) + offset])
-        order = np.argsort(merged_bits, kind="stable")[::-1][: self.k]
+        order = np.lexsort((merged_indices, ~merged_bits))[:self.k]  # largest first, then earliest
         self._bits, self._indices = merged_bits[order], merged_indices[order]
 
     def indices(self) -> Sequence[int]:

@@ -147,6 +147,18 @@ def test_empty_tensors_have_zero_statistics(dtype):
     assert stats.abs.statistic("mean") == 0.0 and stats.worst == []
 
 
+def test_the_smallest_passing_tolerances_look_past_larger_errors_that_pass(monkeypatch):
+    """The largest abs error (10) passes by rtol and the largest rel error (4.5e8, against a zero) passes by atol:
+    neither tells the tolerance that would pass, which only the one mismatch (abs 1, rel 1) does."""
+    reference = np.array([1e6, 0.0, 1.0], np.float32)
+    actual = np.array([1e6 + 10, 1e-7, 2.0], np.float32)
+    for chunk in (1, 3):
+        monkeypatch.setattr(errors, "CHUNK_ELEMENTS", chunk)
+        stats = error_stats(actual, reference, atol=0.5, rtol=1e-3)
+        assert stats.mismatches == 1 and stats.abs.max == 10 and stats.rel.max > 1e8
+        assert (stats.min_atol, stats.min_rtol) == (1.0, 1.0)
+
+
 def test_worst_elements_are_the_largest_errors_with_their_values():
     a = np.zeros((4, 5), np.float32)
     b = np.zeros((4, 5), np.float32)
@@ -164,6 +176,67 @@ def test_quantiles_stay_exact_when_one_bin_holds_most_elements(monkeypatch):
     stats = error_stats(a, b, atol=0, rtol=0, quantiles=(0.3, 0.77))
     for q in (0.3, 0.5, 0.77, 0.99):
         assert stats.abs.quantiles[q] == float(np.quantile(a, q))
+
+
+def test_float32_quantiles_are_exact_from_the_second_level_counts(monkeypatch):
+    """float32 quantiles come from counting the wanted bins' elements by their low bits: exact, with the counts
+    buffered (the buffer flushed when full, and a chunk larger than it counted at once)."""
+    from cmpx_comparators.fine_ranks import FineRanks
+
+    monkeypatch.setattr(errors, "CHUNK_ELEMENTS", 1000)
+    monkeypatch.setattr(FineRanks, "PENDING", 700)
+    rng = np.random.default_rng(1)
+    reference = rng.random(50_000, dtype=np.float32) + np.float32(0.5)
+    actual = reference * np.float32(1.0001)  # a nearly constant relative error: one or two bins hold them all
+    stats = error_stats(actual, reference, atol=0, rtol=0, quantiles=(0.0, 0.3, 0.77, 1.0))
+    absdiff, reldiff = plain_errors(actual, reference)
+    for q in (0.0, 0.3, 0.5, 0.77, 0.9, 0.95, 0.99, 1.0):
+        assert stats.abs.quantiles[q] == float(np.quantile(absdiff, q))
+        assert stats.rel.quantiles[q] == float(np.quantile(reldiff, q))
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.data(), st.integers(1, 50), st.integers(8, 60), st.sampled_from([1, 16, 1000]))
+def test_fine_ranks_are_the_sorted_values_at_those_ranks(data, chunk, pending, spread):
+    """FineRanks on its own: any non-negative float32 values (infinities too), any ranks, either way of counting
+    (a contiguous range of bins, or a lookup when the wanted bins lie far apart), chunks cut anywhere."""
+    from cmpx_comparators.fine_ranks import FineRanks
+    from cmpx_comparators.order_stats import BINS, bin_keys
+
+    base = float(np.float32(data.draw(st.floats(1e-30, 1e30))))
+    top = float(np.float32(base * spread))
+    elements = st.one_of(st.floats(base, top, width=32), st.floats(0, 3.0000000054977558e+38, width=32),
+                         st.just(np.inf), st.just(0.0))
+    values = data.draw(hnp.arrays(np.float32, data.draw(st.integers(1, 200)), elements=elements))
+    ranks = data.draw(st.lists(st.integers(0, values.size - 1), min_size=1, max_size=8))
+    counts = np.bincount(bin_keys(values), minlength=BINS)
+    selector = FineRanks(counts, ranks)
+    selector.PENDING = pending
+    buffer = np.empty(chunk, bool)
+    for start in range(0, values.size, chunk):
+        part = values[start:start + chunk]
+        selector.gather(part, bin_keys(part), buffer)
+    ordered = np.sort(values)
+    assert selector.values() == {rank: float(ordered[rank]) for rank in ranks}
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.data(), st.integers(1, 40), st.integers(1, 12), st.sampled_from([np.float32, np.float64]))
+def test_top_k_are_the_largest_elements_the_earliest_of_equal_ones(data, chunk, k, dtype):
+    """TopK on its own, on few distinct values (ties everywhere) with NaN and infinities: the k largest, NaN
+    first, largest first and the earliest first among equal ones, whatever the chunks."""
+    from cmpx_comparators.order_stats import BINS, TopK, bin_keys
+
+    elements = st.sampled_from([0.0, 1e-3, 0.5, 0.5000001, 2.0, np.inf, np.nan])
+    values = data.draw(hnp.arrays(dtype, data.draw(st.integers(1, 120)), elements=elements))
+    k = min(k, values.size)
+    top = TopK(k, np.bincount(bin_keys(values), minlength=BINS))
+    for start in range(0, values.size, chunk):
+        part = values[start:start + chunk]
+        top.add(part, bin_keys(part), start)
+    ranked = np.where(np.isnan(values), np.inf, values.astype(np.float64))  # NaN above infinity
+    rank = np.where(np.isnan(values), 1, 0)
+    assert list(top.indices()) == list(np.lexsort((np.arange(values.size), -ranked, -rank))[:k])
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, ml_dtypes.bfloat16, np.float64, np.int64, np.uint8])

@@ -246,3 +246,40 @@ def test_saved_data_streams_one_iteration_at_a_time(tmp_path, monkeypatch):
     first = next(feeds)
     assert loaded == [0] and isinstance(first["X"], np.memmap)  # nothing read ahead, nothing copied
     assert [float(f["X"][0]) for f in feeds] == [1.0, 2.0, 3.0] and loaded == [0, 1, 2, 3]
+
+
+def test_a_model_off_by_a_factor_fails_against_a_saved_run_with_numpys_exact_quantiles(run_cli, tmp_path):
+    """Issue #34's case, small: an identity's run saved, then a x1.0001 model against it. Nearly every element
+    fails the default tolerances with one nearly constant relative error (all of it in one or two bins, counted
+    by its low bits); the verdicts, the mismatches and the reported quantiles are numpy's."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    def model(name, nodes, weights=()):
+        shape = [1, 8, 64, 64]
+        graph = helper.make_graph(nodes, name, [helper.make_tensor_value_info("X", TensorProto.FLOAT, shape)],
+                                  [helper.make_tensor_value_info("Y", TensorProto.FLOAT, shape)], list(weights))
+        onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / f"{name}.onnx")
+        return tmp_path / f"{name}.onnx"
+
+    identity = model("identity", [helper.make_node("Identity", ["X"], ["Y"])])
+    scale = model("scale", [helper.make_node("Mul", ["X", "k"], ["Y"])],
+                  [numpy_helper.from_array(np.array(1.0001, np.float32), "k")])
+    saved = run_cli("run", identity, "--backend", "onnxrt", "--save-inputs", tmp_path / "in", "--save-outputs",
+                    tmp_path / "out")
+    assert saved.exit_code == 0, saved.output
+    load = ("run", scale, "--backend", "onnxrt", "--load-inputs", tmp_path / "in", "--load-outputs", tmp_path / "out")
+    failing = run_cli(*load, "--report-json", tmp_path / "r.json")
+    assert failing.exit_code == 1, failing.output
+    assert run_cli(*load, "--rtol", "1e-3").exit_code == 0
+    inputs = read_cmpx_run(str(tmp_path / "in")).sources[0].load(0)["X"]
+    reference = read_cmpx_run(str(tmp_path / "out")).sources[0].load(0)["Y"]
+    actual = inputs * np.float32(1.0001)
+    absdiff = np.abs(actual - reference)
+    reldiff = absdiff / np.abs(reference)  # no zeros: uniform [0, 1) never draws an exact 0 here
+    data = json.loads((tmp_path / "r.json").read_text())["results"][0]["outputs"][0]["metrics"][0]["data"]
+    tolerance = np.float32(1e-5)
+    mismatches = int(np.count_nonzero((absdiff > tolerance) & (reldiff > tolerance)))
+    assert data["mismatches"] == mismatches > 0.8 * absdiff.size
+    for name, errors in (("abs", absdiff), ("rel", reldiff)):
+        for q, value in data[name]["quantiles"].items():
+            assert value == float(np.quantile(errors.astype(np.float64), float(q))), (name, q)
