@@ -243,7 +243,7 @@ def test_the_top_level_help_lists_every_command_without_importing_any_or_discove
     listed = dict(line.split(None, 1) for line in done.stdout.split("Commands:\n")[1].splitlines()
                   if line.startswith("  ") and not line.startswith("    "))
     assert listed["run"] == "Run a model on several backends and compare the outputs."
-    assert set(listed) == {"env", "plugins", "reduce", "run", "sweep", "tensors", "tolerances"}
+    assert set(listed) == {"env", "plugins", "precision", "reduce", "run", "sweep", "tensors", "tolerances"}
 
 
 @pytest.mark.parametrize("name", ["env", "reduce", "run", "sweep", "tolerances"])
