@@ -144,3 +144,29 @@ def test_a_reference_that_fails_on_the_model_itself_stops_it_with_exit_3(run_cli
     assert result.exit_code == 3, result.output
     assert "cannot search: the reference faulty failed on the model itself (error during load)" in result.output
     assert "candidate" not in result.output and not (tmp_path / "kept.txt").exists()
+
+
+def test_names_a_list_line_would_misread_round_trip_through_the_written_file(run_cli, tmp_path):
+    # x + 65504 - 65504 in float16 loses x; its nodes are named '#add' (a comment line as it is) and ' sub ' (spaces
+    # stripped as it is): the list cmpx precision writes must give --keep-fp32 those exact names back
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    from cmpx.precision.nodes import write_node_list
+
+    big = numpy_helper.from_array(np.array([65504.0], np.float32), "big")
+    graph = helper.make_graph([helper.make_node("Add", ["X", "big"], ["a"], name="#add"),
+                               helper.make_node("Sub", ["a", "big"], ["Y"], name=" sub ")], "odd names",
+                              [helper.make_tensor_value_info("X", TensorProto.FLOAT, [4])],
+                              [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [4])], [big])
+    model = tmp_path / "odd names.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(model))
+    listed = tmp_path / "kept.txt"
+    write_node_list(str(listed), ["#add", " sub "], ["a header"])
+    run = ["run", model, "--backend", "onnxref:fp16", "--backend", "onnxref", "--val-range", "X:[1,2]"]
+    result = run_cli(*run, "--keep-fp32", f"@{listed}")
+    assert result.exit_code == 0, result.output
+    listed.write_text('"#add\n')
+    broken = run_cli(*run, "--keep-fp32", f"@{listed}")
+    assert broken.exit_code == 2 and "kept.txt line 1: '\"#add' starts with '\"' but is not one JSON string" in \
+        broken.output, broken.output

@@ -66,9 +66,12 @@ def weight_share(index: Any, kept: Sequence[str]) -> tuple[int, int]:
 
 def write_node_list(path: str, names: Sequence[str], header: Sequence[str]) -> None:
     """One node name per line after ``#`` comment lines: what ``--keep-fp32 @FILE`` and ``--no-quantize @FILE``
-    read. Written whole or not at all (a temporary file renamed)."""
+    read (a name those would misread, such as '#3' or ' x ', written as a JSON string). Written whole or not at
+    all (a temporary file renamed)."""
+    from cmpx.userfiles import list_line
+
     temporary = f"{path}.partial"
     with open(temporary, "w", encoding="utf-8") as f:
         f.writelines(f"# {line}\n" for line in header)
-        f.writelines(f"{name}\n" for name in names)
+        f.writelines(f"{list_line(name)}\n" for name in names)
     os.replace(temporary, path)
