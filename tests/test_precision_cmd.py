@@ -170,3 +170,20 @@ def test_names_a_list_line_would_misread_round_trip_through_the_written_file(run
     broken = run_cli(*run, "--keep-fp32", f"@{listed}")
     assert broken.exit_code == 2 and "kept.txt line 1: '\"#add' starts with '\"' but is not one JSON string" in \
         broken.output, broken.output
+
+
+def test_unnamed_nodes_that_no_list_can_keep_are_named_in_the_verdict(run_cli, tmp_path):
+    # exp(x) of x in [10, 12] overflows float16's precision and its nodes have no name: no list can keep them, and
+    # the verdict says so instead of only 'no named node'
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node("Exp", ["X"], ["e"]), helper.make_node("Log", ["e"], ["Y"])],
+                              "unnamed", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [4])],
+                              [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [4])])
+    model = tmp_path / "unnamed.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(model))
+    result = run_cli("precision", model, "--backend", "onnxref:fp16", "--reference", "onnxref", "--val-range",
+                     "X:[10,12]", "-o", tmp_path / "kept.txt")
+    assert result.exit_code == 1, result.output
+    assert "2 node(s) the transform changes have no name and no list can keep them (name the model's nodes)" in \
+        result.output

@@ -93,15 +93,15 @@ def _search(options: PrecisionOptions, pair: Pair, observer: Observer, echo: Cal
         echo("it passes with nothing kept: nothing to search")
         return finish(options, outcome, [], observer, echo)
     if not total:
-        echo(f"no node can be kept: the {pair.kind} transform changes no named node computing on floats here "
-             f"(exit {int(ExitCode.MISMATCH)})")
+        echo(f"no node can be kept: the {pair.kind} transform changes no named node computing on floats here"
+             f"{_unnamed(eligible.unnamed)} (exit {int(ExitCode.MISMATCH)})")
         return ExitCode.MISMATCH
     observer.label(f"all {total} kept", started)
     whole = _preliminary(observer(with_kept(request, pair, eligible.names), say), f"all {total} nodes kept", echo)
     if not whole.passed:
         echo(f"keeping all {total} node(s) does not pass either: the failure is not the {pair.kind} transform's "
-             "(compare the backends without it), or the tolerances are tighter than they agree on "
-             f"(exit {int(ExitCode.MISMATCH)})")
+             "(compare the backends without it), or the tolerances are tighter than they agree on"
+             f"{_unnamed(eligible.unnamed)} (exit {int(ExitCode.MISMATCH)})")
         return ExitCode.MISMATCH
     observer.label("ranking", started)
     ranking = observer(replace(request, mark_all=True, local_error=True))
@@ -214,3 +214,9 @@ def _check(options: PrecisionOptions, checked: Preflight) -> Pair:
     words = transform_options(request.keep_fp32, request.no_quantize, 1, None)  # its @FILEs read now
     given = words.keep_fp32 if kept_option(kind) == "keep_fp32" else words.no_quantize
     return Pair(transformed[0].name, plain[0].name, kind, tuple(given), tuple(b.spec for b in checked.backends))
+
+
+def _unnamed(count: int) -> str:
+    """What the unnamed nodes the transform changes add to a 'no list passes' verdict: a list names nodes."""
+    return (f"; {count} node(s) the transform changes have no name and no list can keep them (name the model's "
+            "nodes)") if count else ""
