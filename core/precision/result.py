@@ -33,6 +33,7 @@ class Outcome:
     count: int = 0
     best: list[str] | None = None
     finished: bool = True  # False: --max-candidates stopped it
+    all_passed: bool = False  # every eligible node kept was seen passing (before any candidate)
 
     def header(self, note: str) -> list[str]:
         option = "--" + kept_option(self.pair.kind).replace("_", "-")
@@ -42,12 +43,13 @@ class Outcome:
 
     def interrupted(self, path: str, echo: Callable[[str], None]) -> None:
         """Ctrl-C: the smallest set seen passing is written, said to be unfinished."""
-        if self.best is None:
+        best = self.best if self.best is not None else self.eligible.names if self.all_passed else None
+        if best is None:
             echo(f"interrupted after {self.count} candidate(s): none passed yet, nothing written")
             return
-        write_node_list(path, self.best, self.header(f"interrupted after {self.count} candidate(s): the smallest "
-                                                     "set seen passing, not searched to the end"))
-        echo(f"interrupted after {self.count} candidate(s): wrote the smallest set seen passing ({len(self.best)} "
+        write_node_list(path, best, self.header(f"interrupted after {self.count} candidate(s): the smallest "
+                                                "set seen passing, not searched to the end"))
+        echo(f"interrupted after {self.count} candidate(s): wrote the smallest set seen passing ({len(best)} "
              f"node(s), not searched to the end) to {path}")
 
 
