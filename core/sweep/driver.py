@@ -67,7 +67,7 @@ def run_sweep(options: SweepOptions, echo: Callable[[str], None], terminal: Prog
     store = CellStore(options.out, options.force_out)
     matrix = cells(sweep, runs)
     digests = {model: model_digest(model) for model in sweep.models}
-    fingerprints = {cell.key: cell.fingerprint(digests[cell.model]) for cell in matrix}
+    fingerprints = {cell.key: cell.fingerprint(digests[cell.model], sweep.base) for cell in matrix}
     entries: dict[str, CellEntry] = {}
     to_run = []
     copies: dict[str, list[Cell]] = {}  # a cell to run -> the cells of the same inputs that take its result
