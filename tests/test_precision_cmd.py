@@ -189,3 +189,23 @@ def test_unnamed_nodes_that_no_list_can_keep_are_named_in_the_verdict(run_cli, t
     assert result.exit_code == 1, result.output
     assert "2 node(s) the transform changes have no name and no list can keep them (name the model's nodes)" in \
         result.output
+
+
+def test_a_keep_fp32_word_that_names_a_node_keeps_that_node_not_every_node_of_its_op_type(run_cli, tmp_path):
+    # skl2onnx names a pipeline's first MatMul 'MatMul' (the next ones MatMul1...): the list cmpx precision writes
+    # names that node, and --keep-fp32 must keep it alone, as --no-quantize does, not every MatMul
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    weights = [numpy_helper.from_array(np.eye(4, dtype=np.float32), name) for name in ("W0", "W1")]
+    graph = helper.make_graph([helper.make_node("MatMul", ["X", "W0"], ["h"], name="MatMul"),
+                               helper.make_node("MatMul", ["h", "W1"], ["Y"], name="MatMul1")], "skl-like",
+                              [helper.make_tensor_value_info("X", TensorProto.FLOAT, [2, 4])],
+                              [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [2, 4])], weights)
+    model = tmp_path / "mlp.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(model))
+    result = run_cli("run", model, "--backend", "onnxrt:fp16", "--backend", "onnxrt", "--atol", "1e-2", "--keep-fp32",
+                     "MatMul", "--save-transformed", tmp_path / "saved")
+    assert result.exit_code == 0, result.output
+    types = {i.name: i.data_type for i in onnx.load(str(tmp_path / "saved" / "mlp.fp16.onnx")).graph.initializer}
+    assert types == {"W0": onnx.TensorProto.FLOAT, "W1": onnx.TensorProto.FLOAT16}
