@@ -118,6 +118,18 @@ def test_bad_usage_is_refused_before_anything_runs(run_cli, tmp_path, args, mess
     assert "nothing kept" not in result.output and not (tmp_path / "kept.txt").exists()
 
 
+@pytest.mark.parametrize("model_name, output", [("islands.onnx", "islands.onnx"), ("kept.fp16.onnx", "kept.txt")])
+def test_an_output_that_would_overwrite_the_model_is_refused(run_cli, tmp_path, model_name, output):
+    # -o the model itself, or a list whose transformed model (kept.txt -> kept.fp16.onnx) is the model
+    model = tmp_path / model_name
+    modelgen.save(modelgen.fp16_islands(), model)
+    before = model.read_bytes()
+    result = run_cli("precision", model, *FP16, "-o", tmp_path / output)
+    assert result.exit_code == 2 and "the model itself; give the node list another path" in result.output, \
+        result.output
+    assert model.read_bytes() == before and "nothing kept" not in result.output
+
+
 def test_no_quantize_and_keep_fp32_name_nodes_that_exist(run_cli, tmp_path):
     model = modelgen.save(modelgen.int8_outlier(), tmp_path / "outlier.onnx")
     listed = tmp_path / "list.txt"

@@ -199,6 +199,7 @@ def _check(options: PrecisionOptions, checked: Preflight) -> Pair:
     """Usage errors, before anything runs: which backend runs the transformed model, against which reference."""
     from cmpx.model.info import read_model
     from cmpx.outputs import check_file_output
+    from cmpx.precision.result import not_the_model
     from cmpx.transforms.options import transform_options
 
     request = options.request
@@ -226,6 +227,7 @@ def _check(options: PrecisionOptions, checked: Preflight) -> Pair:
         raise UsageError(f"--max-candidates {options.max_candidates}: give at least 1")
     check_file_output("-o", options.output)
     kind = str(transformed[0].transform)
+    not_the_model(options.output, kind, str(request.model))
     words = transform_options(request.keep_fp32, request.no_quantize, 1, None)  # its @FILEs read now
     given = words.keep_fp32 if kept_option(kind) == "keep_fp32" else words.no_quantize
     return Pair(transformed[0].name, plain[0].name, kind, tuple(given), tuple(b.spec for b in checked.backends))
@@ -235,3 +237,4 @@ def _unnamed(count: int) -> str:
     """What the unnamed nodes the transform changes add to a 'no list passes' verdict: a list names nodes."""
     return (f"; {count} node(s) the transform changes have no name and no list can keep them (name the model's "
             "nodes)") if count else ""
+

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from cmpx.errors import ExitCode
+from cmpx.errors import ExitCode, UsageError
 from cmpx.precision.nodes import kept_option, weight_share, write_node_list
 from cmpx.precision.search import candidate_bound
 
@@ -107,3 +107,11 @@ def _copy_model(made: str, destination: str) -> None:
     for location in external_locations(made):
         shutil.copyfile(os.path.join(source_directory, location), os.path.join(target_directory, location))
     shutil.copyfile(made, destination)
+
+
+def not_the_model(output: str, kind: str, model: str) -> None:
+    """-o and the transformed model written beside it must not be the model itself (it would be overwritten)."""
+    for written in (output, transformed_path(output, kind)):
+        if os.path.exists(written) and os.path.samefile(written, model):
+            raise UsageError(f"-o {output}: cmpx precision would write {written}, the model itself; give the node "
+                             "list another path (-o kept.txt)")
