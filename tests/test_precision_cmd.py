@@ -221,3 +221,17 @@ def test_a_keep_fp32_word_that_names_a_node_keeps_that_node_not_every_node_of_it
     assert result.exit_code == 0, result.output
     types = {i.name: i.data_type for i in onnx.load(str(tmp_path / "saved" / "mlp.fp16.onnx")).graph.initializer}
     assert types == {"W0": onnx.TensorProto.FLOAT, "W1": onnx.TensorProto.FLOAT16}
+
+
+def test_the_transformed_model_of_a_model_with_external_data_reads_weight_files_of_its_own(run_cli, tmp_path):
+    # the quantizer names its weight file after the model (model.int8.onnx.data): the model written beside each
+    # list must read a file of its own, or the next list's model in that folder replaces its weights
+    model = modelgen.save_with_external_data(modelgen.int8_outlier(), tmp_path)
+    original = (tmp_path / "weights.bin").read_bytes()
+    result = run_cli("precision", model, *INT8, "-o", tmp_path / "kept.txt")
+    assert result.exit_code == 0, result.output
+    written = onnx.load(str(tmp_path / "kept.int8.onnx"), load_external_data=False)
+    locations = {e.value for t in written.graph.initializer for e in t.external_data if e.key == "location"}
+    assert locations == {"kept.int8.onnx.data"} and (tmp_path / "weights.bin").read_bytes() == original
+    again = run_cli("run", tmp_path / "kept.int8.onnx", "--backend", "onnxrt", "--backend", "onnxref")
+    assert again.exit_code == 0, again.output

@@ -100,13 +100,31 @@ def finish(options: PrecisionOptions, outcome: Outcome, kept: Sequence[str], obs
 
 
 def _copy_model(made: str, destination: str) -> None:
-    """The transformed model and the weight files it names beside it."""
+    """The transformed model and the weight files it names beside it, under names of its own (``kept.fp16.onnx``
+    reads ``kept.fp16.onnx.data``): the transform names them after the model (``m.int8.onnx.data``), so the
+    model of another list written to the same folder would write over them, and read the other's weights."""
+    import onnx
+    from onnx.external_data_helper import _get_all_tensors, uses_external_data
+
     from cmpx.model.external import external_locations
 
+    locations = external_locations(made)
+    if not locations:
+        shutil.copyfile(made, destination)
+        return
+    base = os.path.basename(destination)
+    renamed = {location: f"{base}.data" if i == 0 else f"{base}.{i}.data" for i, location in enumerate(locations)}
     source_directory, target_directory = os.path.dirname(made), os.path.dirname(os.path.abspath(destination))
-    for location in external_locations(made):
-        shutil.copyfile(os.path.join(source_directory, location), os.path.join(target_directory, location))
-    shutil.copyfile(made, destination)
+    for location, name in renamed.items():
+        shutil.copyfile(os.path.join(source_directory, location), os.path.join(target_directory, name))
+    model = onnx.load(made, load_external_data=False)  # the graph only: its weights stay in the files
+    for tensor in _get_all_tensors(model):
+        if uses_external_data(tensor):
+            for entry in tensor.external_data:
+                if entry.key == "location":
+                    entry.value = renamed.get(entry.value, entry.value)
+    with open(destination, "wb") as f:
+        f.write(model.SerializeToString())
 
 
 def not_the_model(output: str, kind: str, model: str) -> None:
