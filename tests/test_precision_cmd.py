@@ -138,6 +138,12 @@ def test_no_quantize_and_keep_fp32_name_nodes_that_exist(run_cli, tmp_path):
         result = run_cli("run", model, "--backend", backend, "--backend", "onnxrt", option, f"@{listed}")
         assert result.exit_code == 2, result.output
         assert f"{option}: 'no_such_node' is neither a node name nor an op type" in result.output
+    # the other transform's option changes nothing there: said, not ignored (an int8 list given to --keep-fp32)
+    for option, backend, other in (("--keep-fp32", "onnxrt:int8", "--no-quantize"),
+                                   ("--no-quantize", "onnxrt:fp16", "--keep-fp32")):
+        result = run_cli("run", model, "--backend", backend, "--backend", "onnxrt", option, "outlier_matmul")
+        assert result.exit_code == 2 and f"{option} applies to" in result.output and f"use {other}" in \
+            result.output, result.output
 
 
 def test_a_crash_is_one_more_failing_observation(run_cli, tmp_path):
