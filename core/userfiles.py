@@ -82,6 +82,8 @@ def expand_list_files(option: str, words: Iterable[str], what: str) -> list[str]
         if not word.startswith("@"):
             expanded.append(word)
             continue
+        if word == "@":
+            raise UsageError(f"{option}: '@' names no file; write the list's path after it: @kept.txt")
         try:
             with open_regular(word[1:], f"{option} list", "r", encoding="utf-8") as f:
                 lines = [line.strip() for line in f]

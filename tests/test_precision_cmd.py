@@ -108,6 +108,7 @@ def test_ctrl_c_writes_the_smallest_set_seen_passing_and_exits_130(tmp_path, whe
      "one backend on a reduced-precision model"),
     (FP16 + ["--mark-all"], "cmpx precision does not take --mark-all"),
     (FP16 + ["--keep-fp32", "@missing.txt"], "--keep-fp32 list not found: missing.txt"),
+    (FP16 + ["--keep-fp32", "@"], "--keep-fp32: '@' names no file; write the list's path after it: @kept.txt"),
     (FP16 + ["--max-candidates", "0"], "0 is not in the range x>=1"),
 ])
 def test_bad_usage_is_refused_before_anything_runs(run_cli, tmp_path, args, message):
