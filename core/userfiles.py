@@ -8,6 +8,7 @@ saved run's manifest, an ONNX tensor's external data) must stay inside the direc
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from collections.abc import Iterable
@@ -72,7 +73,8 @@ def inside(directory: str, reference: object, what: str) -> str:
 
 
 def expand_list_files(option: str, words: Iterable[str], what: str) -> list[str]:
-    """``words`` with each ``@FILE`` replaced by the lines of FILE (blank lines and # comments skipped); a file
+    """``words`` with each ``@FILE`` replaced by the lines of FILE (blank lines and # comments skipped, a line
+    that starts with '"' read as a JSON string: see ``list_line``); a file
     that cannot be read is a UsageError naming ``option`` and saying what it should hold (``what``, e.g. "one
     tensor name or pattern per line")."""
     expanded: list[str] = []
@@ -80,10 +82,37 @@ def expand_list_files(option: str, words: Iterable[str], what: str) -> list[str]
         if not word.startswith("@"):
             expanded.append(word)
             continue
+        if word == "@":
+            raise UsageError(f"{option}: '@' names no file; write the list's path after it: @kept.txt")
         try:
             with open_regular(word[1:], f"{option} list", "r", encoding="utf-8") as f:
-                expanded += [line.strip() for line in f if line.strip() and not line.lstrip().startswith("#")]
+                lines = [line.strip() for line in f]
         except (OSError, UnicodeDecodeError) as exc:
             raise UsageError(f"{option}: cannot read {word[1:]} ({type(exc).__name__}); give a text file with "
                              f"{what}") from None
+        for number, line in enumerate(lines, 1):
+            if line and not line.startswith("#"):
+                expanded.append(_unquoted(line, f"{option}: {word[1:]} line {number}"))
     return expanded
+
+
+def list_line(name: str) -> str:
+    """``name`` as one line of a list ``expand_list_files`` reads back exactly: as it is, or as a JSON string
+    where it would otherwise be taken for a comment or lose characters (a leading '#' or '"', surrounding
+    spaces, a line break, nothing at all)."""
+    if name and name == name.strip() and not name.startswith(("#", '"')) and not any(c in name for c in "\r\n"):
+        return name
+    return json.dumps(name, ensure_ascii=False)
+
+
+def _unquoted(line: str, where: str) -> str:
+    if not line.startswith('"'):
+        return line
+    try:
+        name = json.loads(line)
+    except ValueError:
+        name = None
+    if not isinstance(name, str):
+        raise UsageError(f"{where}: {line[:60]!r} starts with '\"' but is not one JSON string; quote a name "
+                         'as JSON ("#name", " name ") or write it without the leading quote')
+    return name

@@ -81,7 +81,9 @@ def test_max_candidates_stops_the_search_with_the_smallest_set_seen_passing(run_
     assert result.exit_code == 0 and "outlier_matmul" in _listed(out), result.output
 
 
-def test_ctrl_c_writes_the_smallest_set_seen_passing_and_exits_130(tmp_path):
+@pytest.mark.parametrize("when", [r"^candidate .*best: \d+$", r"^all 14 nodes kept: passed"])
+def test_ctrl_c_writes_the_smallest_set_seen_passing_and_exits_130(tmp_path, when):
+    # the second: during the ranking run, before any candidate, every node kept has been seen passing
     model = modelgen.save(modelgen.fp16_islands(), tmp_path / "islands.onnx")
     out = tmp_path / "kept.txt"
     process = subprocess.Popen([sys.executable, "-m", "cmpx", "precision", str(model), *FP16, "-o", str(out)],
@@ -90,7 +92,7 @@ def test_ctrl_c_writes_the_smallest_set_seen_passing_and_exits_130(tmp_path):
     seen = []
     for line in process.stdout:
         seen.append(line)
-        if line.startswith("candidate ") and re.search(r"best: \d+$", line.strip()):
+        if re.search(when, line.strip()):
             process.send_signal(signal.SIGINT)
             break
     printed = "".join(seen) + process.stdout.read()
@@ -106,6 +108,7 @@ def test_ctrl_c_writes_the_smallest_set_seen_passing_and_exits_130(tmp_path):
      "one backend on a reduced-precision model"),
     (FP16 + ["--mark-all"], "cmpx precision does not take --mark-all"),
     (FP16 + ["--keep-fp32", "@missing.txt"], "--keep-fp32 list not found: missing.txt"),
+    (FP16 + ["--keep-fp32", "@"], "--keep-fp32: '@' names no file; write the list's path after it: @kept.txt"),
     (FP16 + ["--max-candidates", "0"], "0 is not in the range x>=1"),
 ])
 def test_bad_usage_is_refused_before_anything_runs(run_cli, tmp_path, args, message):
@@ -116,6 +119,18 @@ def test_bad_usage_is_refused_before_anything_runs(run_cli, tmp_path, args, mess
     assert "nothing kept" not in result.output and not (tmp_path / "kept.txt").exists()
 
 
+@pytest.mark.parametrize("model_name, output", [("islands.onnx", "islands.onnx"), ("kept.fp16.onnx", "kept.txt")])
+def test_an_output_that_would_overwrite_the_model_is_refused(run_cli, tmp_path, model_name, output):
+    # -o the model itself, or a list whose transformed model (kept.txt -> kept.fp16.onnx) is the model
+    model = tmp_path / model_name
+    modelgen.save(modelgen.fp16_islands(), model)
+    before = model.read_bytes()
+    result = run_cli("precision", model, *FP16, "-o", tmp_path / output)
+    assert result.exit_code == 2 and "the model itself; give the node list another path" in result.output, \
+        result.output
+    assert model.read_bytes() == before and "nothing kept" not in result.output
+
+
 def test_no_quantize_and_keep_fp32_name_nodes_that_exist(run_cli, tmp_path):
     model = modelgen.save(modelgen.int8_outlier(), tmp_path / "outlier.onnx")
     listed = tmp_path / "list.txt"
@@ -124,6 +139,12 @@ def test_no_quantize_and_keep_fp32_name_nodes_that_exist(run_cli, tmp_path):
         result = run_cli("run", model, "--backend", backend, "--backend", "onnxrt", option, f"@{listed}")
         assert result.exit_code == 2, result.output
         assert f"{option}: 'no_such_node' is neither a node name nor an op type" in result.output
+    # the other transform's option changes nothing there: said, not ignored (an int8 list given to --keep-fp32)
+    for option, backend, other in (("--keep-fp32", "onnxrt:int8", "--no-quantize"),
+                                   ("--no-quantize", "onnxrt:fp16", "--keep-fp32")):
+        result = run_cli("run", model, "--backend", backend, "--backend", "onnxrt", option, "outlier_matmul")
+        assert result.exit_code == 2 and f"{option} applies to" in result.output and f"use {other}" in \
+            result.output, result.output
 
 
 def test_a_crash_is_one_more_failing_observation(run_cli, tmp_path):
@@ -144,3 +165,80 @@ def test_a_reference_that_fails_on_the_model_itself_stops_it_with_exit_3(run_cli
     assert result.exit_code == 3, result.output
     assert "cannot search: the reference faulty failed on the model itself (error during load)" in result.output
     assert "candidate" not in result.output and not (tmp_path / "kept.txt").exists()
+
+
+def test_names_a_list_line_would_misread_round_trip_through_the_written_file(run_cli, tmp_path):
+    # x + 65504 - 65504 in float16 loses x; its nodes are named '#add' (a comment line as it is) and ' sub ' (spaces
+    # stripped as it is): the list cmpx precision writes must give --keep-fp32 those exact names back
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    from cmpx.precision.nodes import write_node_list
+
+    big = numpy_helper.from_array(np.array([65504.0], np.float32), "big")
+    graph = helper.make_graph([helper.make_node("Add", ["X", "big"], ["a"], name="#add"),
+                               helper.make_node("Sub", ["a", "big"], ["Y"], name=" sub ")], "odd names",
+                              [helper.make_tensor_value_info("X", TensorProto.FLOAT, [4])],
+                              [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [4])], [big])
+    model = tmp_path / "odd names.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(model))
+    listed = tmp_path / "kept.txt"
+    write_node_list(str(listed), ["#add", " sub "], ["a header"])
+    run = ["run", model, "--backend", "onnxref:fp16", "--backend", "onnxref", "--val-range", "X:[1,2]"]
+    result = run_cli(*run, "--keep-fp32", f"@{listed}")
+    assert result.exit_code == 0, result.output
+    listed.write_text('"#add\n')
+    broken = run_cli(*run, "--keep-fp32", f"@{listed}")
+    assert broken.exit_code == 2 and "kept.txt line 1: '\"#add' starts with '\"' but is not one JSON string" in \
+        broken.output, broken.output
+
+
+def test_unnamed_nodes_that_no_list_can_keep_are_named_in_the_verdict(run_cli, tmp_path):
+    # exp(x) of x in [10, 12] overflows float16's precision and its nodes have no name: no list can keep them, and
+    # the verdict says so instead of only 'no named node'
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node("Exp", ["X"], ["e"]), helper.make_node("Log", ["e"], ["Y"])],
+                              "unnamed", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [4])],
+                              [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [4])])
+    model = tmp_path / "unnamed.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(model))
+    result = run_cli("precision", model, "--backend", "onnxref:fp16", "--reference", "onnxref", "--val-range",
+                     "X:[10,12]", "-o", tmp_path / "kept.txt")
+    assert result.exit_code == 1, result.output
+    assert "2 node(s) the transform changes have no name and no list can keep them (name the model's nodes)" in \
+        result.output
+
+
+def test_a_keep_fp32_word_that_names_a_node_keeps_that_node_not_every_node_of_its_op_type(run_cli, tmp_path):
+    # skl2onnx names a pipeline's first MatMul 'MatMul' (the next ones MatMul1...): the list cmpx precision writes
+    # names that node, and --keep-fp32 must keep it alone, as --no-quantize does, not every MatMul
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    weights = [numpy_helper.from_array(np.eye(4, dtype=np.float32), name) for name in ("W0", "W1")]
+    graph = helper.make_graph([helper.make_node("MatMul", ["X", "W0"], ["h"], name="MatMul"),
+                               helper.make_node("MatMul", ["h", "W1"], ["Y"], name="MatMul1")], "skl-like",
+                              [helper.make_tensor_value_info("X", TensorProto.FLOAT, [2, 4])],
+                              [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [2, 4])], weights)
+    model = tmp_path / "mlp.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(model))
+    result = run_cli("run", model, "--backend", "onnxrt:fp16", "--backend", "onnxrt", "--atol", "1e-2", "--keep-fp32",
+                     "MatMul", "--save-transformed", tmp_path / "saved")
+    assert result.exit_code == 0, result.output
+    types = {i.name: i.data_type for i in onnx.load(str(tmp_path / "saved" / "mlp.fp16.onnx")).graph.initializer}
+    assert types == {"W0": onnx.TensorProto.FLOAT, "W1": onnx.TensorProto.FLOAT16}
+
+
+def test_the_transformed_model_of_a_model_with_external_data_reads_weight_files_of_its_own(run_cli, tmp_path):
+    # the quantizer names its weight file after the model (model.int8.onnx.data): the model written beside each
+    # list must read a file of its own, or the next list's model in that folder replaces its weights
+    model = modelgen.save_with_external_data(modelgen.int8_outlier(), tmp_path)
+    original = (tmp_path / "weights.bin").read_bytes()
+    result = run_cli("precision", model, *INT8, "-o", tmp_path / "kept.txt")
+    assert result.exit_code == 0, result.output
+    written = onnx.load(str(tmp_path / "kept.int8.onnx"), load_external_data=False)
+    locations = {e.value for t in written.graph.initializer for e in t.external_data if e.key == "location"}
+    assert locations == {"kept.int8.onnx.data"} and (tmp_path / "weights.bin").read_bytes() == original
+    again = run_cli("run", tmp_path / "kept.int8.onnx", "--backend", "onnxrt", "--backend", "onnxref")
+    assert again.exit_code == 0, again.output

@@ -278,3 +278,29 @@ def test_an_out_directory_of_other_files_is_refused_and_links_at_the_results_nam
     assert victim.read_text() == "precious\n"
     assert not (out / "summary.md").is_symlink() and "| model | ref |" in (out / "summary.md").read_text()
     assert (out / ".cmpx-sweep").is_file()
+
+
+def test_a_list_file_a_run_names_is_part_of_its_cells_inputs(tmp_path, run_cli):
+    # the workflow of docs/precision.md: cmpx precision writes kept.txt, a sweep runs with --keep-fp32 @kept.txt;
+    # when the list is written again, the cell must run again, not keep the verdict of the old list
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    big = numpy_helper.from_array(np.array([65504.0], np.float32), "big")
+    graph = helper.make_graph([helper.make_node("Add", ["X", "big"], ["a"], name="add"),
+                               helper.make_node("Sub", ["a", "big"], ["Y"], name="sub")], "x+65504-65504",
+                              [helper.make_tensor_value_info("X", TensorProto.FLOAT, [4])],
+                              [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [4])], [big])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(tmp_path / "big.onnx"))
+    (tmp_path / "kept.txt").write_text("# cmpx precision\nadd\nsub\n")
+    sweep = tmp_path / "sweep.toml"
+    sweep.write_text('models = ["big.onnx"]\n[[runs]]\nname = "fp16"\n'
+                     'args = "--backend onnxref:fp16 --backend onnxref --val-range X:[1,2] --keep-fp32 @kept.txt"\n')
+    out = tmp_path / "out"
+    assert run_cli("sweep", sweep, "--out", out).exit_code == 0
+    (tmp_path / "kept.txt").write_text("# cmpx precision\nadd\n")
+    again = run_cli("sweep", sweep, "--out", out)
+    assert again.exit_code == 1 and "0 kept from an earlier sweep, 1 to run" in again.output, again.output
+    same = run_cli("sweep", sweep, "--out", out)  # the list unchanged since: kept
+    assert same.exit_code == 1 and "1 kept from an earlier sweep, 0 to run" in same.output, same.output

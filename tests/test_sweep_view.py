@@ -135,6 +135,7 @@ def test_sweep_diff_says_what_got_worse_and_exits_1(sweeps, tmp_path):
     lines = text.stdout.splitlines()
     assert "4 cell(s) in both | 1 new failure, 1 fixed, 2 only in OLD | worse: exit 1" in lines[0]
     assert lines[1:3] == ["new failure (1):", lines[2]] and lines[2].startswith("  zoo/conv.onnx | ref: passed (abs")
+    assert lines[2].endswith("[args changed]")  # NEW's ref run has --atol 0 --rtol 0: not the backends' doing
     assert "fixed (1):" in lines and any(l.startswith("  zoo/conv.onnx | fp16: mismatch (abs") for l in lines)
     as_json = run_cmpx("sweep", "diff", old, new, "--json", "--html", tmp_path / "diff.html")
     assert as_json.returncode == 1
@@ -143,6 +144,7 @@ def test_sweep_diff_says_what_got_worse_and_exits_1(sweeps, tmp_path):
     assert [(c["model"], c["run"], c["kind"], c["worse"]) for c in document["changes"]] == [
         ("zoo/conv.onnx", "ref", "new failure", True), ("zoo/conv.onnx", "fp16", "fixed", False),
         ("zoo/matmul.onnx", "ref", "only in OLD", False), ("zoo/matmul.onnx", "fp16", "only in OLD", False)]
+    assert document["changes"][0]["inputs_changed"] == ["args"] and document["changes"][2]["inputs_changed"] == []
     page = Dom((tmp_path / "diff.html").read_text())
     assert "1 new failure, 1 fixed, 2 only in OLD; something got worse" in page.find(id_="changes-verdict").text
     first = page.find(id_="changes-table").find("tbody").find("tr")

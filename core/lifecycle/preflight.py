@@ -174,7 +174,23 @@ def _backend_words(request: RunRequest, plugins: PluginSet) -> list[tuple[str, s
             words[index] = (words[index][0], flag, words[index][2])
     if request.calibration_iterations < 1:
         raise UsageError(f"--calibration-iterations {request.calibration_iterations}: use at least 1")
+    _check_node_lists(request, {transform for _, transform, _ in words if transform})
     return words
+
+
+# The built-in transforms each node list option applies to; a plugin's transform may read either.
+NODE_LIST_TAKERS = {"--keep-fp32": ("fp16", "bf16"), "--no-quantize": ("int8", "fp8")}
+
+
+def _check_node_lists(request: RunRequest, transforms: set[str]) -> None:
+    """--keep-fp32 without an fp16/bf16 backend, or --no-quantize without an int8/fp8 one, would change nothing
+    (an int8 list of cmpx precision given to --keep-fp32, say): a usage error, not a silent no-op."""
+    built_in = {kind for kinds in NODE_LIST_TAKERS.values() for kind in kinds} | {ORACLE_TRANSFORM}
+    for (option, kinds), given in zip(NODE_LIST_TAKERS.items(), (request.keep_fp32, request.no_quantize)):
+        if given and not any(t in kinds or t not in built_in for t in transforms):
+            other = next(o for o in NODE_LIST_TAKERS if o != option)
+            raise UsageError(f"{option} applies to {' and '.join(kinds)} backends, and this run has none "
+                             f"(--backend NAME:{kinds[0]}); for {' and '.join(NODE_LIST_TAKERS[other])} use {other}")
 
 
 def _backend_options(spec: BackendSpec, given: Mapping[str, Any]) -> dict[str, Any]:

@@ -73,35 +73,55 @@ def _search(options: PrecisionOptions, pair: Pair, observer: Observer, echo: Cal
     from cmpx.model.graph import load_structure
     from cmpx.model.subgraph import index_graph
     from cmpx.precision.nodes import eligible_nodes
-    from cmpx.precision.ranking import suspect_order
     from cmpx.precision.result import Outcome, finish
-    from cmpx.precision.search import bisect_prefix, candidate_bound, search_kept
 
     request, started = options.request, time.monotonic()
     index = index_graph(load_structure(str(request.model)))
     eligible = eligible_nodes(index, pair.kind, pair.given)
+    outcome = Outcome(index, eligible, pair, started)
+    try:
+        found = _kept(options, pair, observer, echo, outcome)
+    except (KeyboardInterrupt, RunInterrupted):
+        outcome.interrupted(options.output, echo)
+        raise
+    if isinstance(found, ExitCode):
+        return found
+    kept, outcome = found
+    return finish(options, outcome, kept, observer, echo)
+
+
+def _kept(options: PrecisionOptions, pair: Pair, observer: Observer, echo: Callable[[str], None], outcome: Outcome
+          ) -> ExitCode | tuple[list[str], Outcome]:
+    """The runs before the search and the search: the nodes to keep and the outcome to write them with, or the
+    exit code of a search that cannot start or ends with nothing passing."""
+    from cmpx.precision.ranking import suspect_order
+    from cmpx.precision.search import bisect_prefix, candidate_bound, search_kept
+
+    request, started, eligible, index = options.request, outcome.started, outcome.eligible, outcome.index
     total = len(eligible.names)
     say = echo if options.verbose else None
     observer.label("nothing kept", started)
     baseline = _preliminary(observer(request, say), "nothing kept", echo)
-    outcome = Outcome(index, eligible, pair, started)
     cannot = _cannot_run(baseline, pair)
     if cannot:
         echo(f"cannot search: {cannot} (exit {int(ExitCode.BACKEND_FAILED)})")
         return ExitCode.BACKEND_FAILED
     if baseline.passed:
         echo("it passes with nothing kept: nothing to search")
-        return finish(options, outcome, [], observer, echo)
+        return [], outcome
     if not total:
-        echo(f"no node can be kept: the {pair.kind} transform changes no named node computing on floats here "
-             f"(exit {int(ExitCode.MISMATCH)})")
+        echo(f"no node can be kept: the {pair.kind} transform changes no named node computing on floats here"
+             f"{_unnamed(eligible.unnamed)} (exit {int(ExitCode.MISMATCH)})")
         return ExitCode.MISMATCH
     observer.label(f"all {total} kept", started)
-    whole = _preliminary(observer(with_kept(request, pair, eligible.names), say), f"all {total} nodes kept", echo)
+    whole = observer(with_kept(request, pair, eligible.names), say)
+    # set before its line is said: Ctrl-C from then on writes every node until a candidate passes
+    outcome.all_passed = whole.passed and whole.error is None
+    whole = _preliminary(whole, f"all {total} nodes kept", echo)
     if not whole.passed:
         echo(f"keeping all {total} node(s) does not pass either: the failure is not the {pair.kind} transform's "
-             "(compare the backends without it), or the tolerances are tighter than they agree on "
-             f"(exit {int(ExitCode.MISMATCH)})")
+             "(compare the backends without it), or the tolerances are tighter than they agree on"
+             f"{_unnamed(eligible.unnamed)} (exit {int(ExitCode.MISMATCH)})")
         return ExitCode.MISMATCH
     observer.label("ranking", started)
     ranking = observer(replace(request, mark_all=True, local_error=True))
@@ -119,7 +139,7 @@ def _search(options: PrecisionOptions, pair: Pair, observer: Observer, echo: Cal
     passes = _candidate_runner(options, pair, outcome, observer, echo)
     strategy = search_kept if options.strategy == "search" else bisect_prefix
     try:
-        kept = strategy(suspects.order, passes)
+        return strategy(suspects.order, passes), outcome
     except CandidateLimit:
         if outcome.best is None:
             echo(f"no candidate passed within --max-candidates {options.max_candidates} (exit "
@@ -127,12 +147,7 @@ def _search(options: PrecisionOptions, pair: Pair, observer: Observer, echo: Cal
             return ExitCode.MISMATCH
         echo(f"stopped at --max-candidates {options.max_candidates}: the smallest set seen passing is kept (the "
              "search did not finish; some of its nodes may not be needed)")
-        kept = outcome.best
-        outcome = replace(outcome, finished=False)
-    except (KeyboardInterrupt, RunInterrupted):
-        outcome.interrupted(options.output, echo)
-        raise
-    return finish(options, outcome, kept, observer, echo)
+        return outcome.best, replace(outcome, finished=False)
 
 
 def _cannot_run(seen: Observation, pair: Pair) -> str | None:
@@ -184,6 +199,7 @@ def _check(options: PrecisionOptions, checked: Preflight) -> Pair:
     """Usage errors, before anything runs: which backend runs the transformed model, against which reference."""
     from cmpx.model.info import read_model
     from cmpx.outputs import check_file_output
+    from cmpx.precision.result import not_the_model
     from cmpx.transforms.options import transform_options
 
     request = options.request
@@ -211,6 +227,14 @@ def _check(options: PrecisionOptions, checked: Preflight) -> Pair:
         raise UsageError(f"--max-candidates {options.max_candidates}: give at least 1")
     check_file_output("-o", options.output)
     kind = str(transformed[0].transform)
+    not_the_model(options.output, kind, str(request.model))
     words = transform_options(request.keep_fp32, request.no_quantize, 1, None)  # its @FILEs read now
     given = words.keep_fp32 if kept_option(kind) == "keep_fp32" else words.no_quantize
     return Pair(transformed[0].name, plain[0].name, kind, tuple(given), tuple(b.spec for b in checked.backends))
+
+
+def _unnamed(count: int) -> str:
+    """What the unnamed nodes the transform changes add to a 'no list passes' verdict: a list names nodes."""
+    return (f"; {count} node(s) the transform changes have no name and no list can keep them (name the model's "
+            "nodes)") if count else ""
+

@@ -32,16 +32,18 @@ class Eligible:
 def eligible_nodes(index: Any, kind: str, given: Sequence[str]) -> Eligible:
     """The nodes of ``index`` (cmpx.model.subgraph.GraphIndex) that ``kind`` changes and a list could keep, less
     ``given`` (node names or op types the user keeps already)."""
+    names = {node.name for node in index.nodes if node.name}
+    given_ops = set(given) - names  # a word naming a node is that node, not its op type (as the transforms take it)
     if kind in HALF:
         from cmpx.transforms.half import blocked_ops
 
-        left = set(blocked_ops()) | set(given)
-        changed = [node for node in index.nodes if node.op_type not in left and node.name not in left]
+        left = set(blocked_ops()) | given_ops
+        changed = [node for node in index.nodes if node.op_type not in left and node.name not in given]
     else:
         from onnxruntime.quantization.registry import QDQRegistry, QLinearOpsRegistry
 
         quantized = set(QDQRegistry) | set(QLinearOpsRegistry)  # what quantize_static quantizes by default
-        changed = [node for node in index.nodes if node.op_type in quantized and node.op_type not in given
+        changed = [node for node in index.nodes if node.op_type in quantized and node.op_type not in given_ops
                    and node.name not in given]
     floating = [node for node in changed if any(index.elem_type(name) in FLOATS for name in [*node.input,
                                                                                              *node.output] if name)]
@@ -66,9 +68,12 @@ def weight_share(index: Any, kept: Sequence[str]) -> tuple[int, int]:
 
 def write_node_list(path: str, names: Sequence[str], header: Sequence[str]) -> None:
     """One node name per line after ``#`` comment lines: what ``--keep-fp32 @FILE`` and ``--no-quantize @FILE``
-    read. Written whole or not at all (a temporary file renamed)."""
+    read (a name those would misread, such as '#3' or ' x ', written as a JSON string). Written whole or not at
+    all (a temporary file renamed)."""
+    from cmpx.userfiles import list_line
+
     temporary = f"{path}.partial"
     with open(temporary, "w", encoding="utf-8") as f:
         f.writelines(f"# {line}\n" for line in header)
-        f.writelines(f"{name}\n" for name in names)
+        f.writelines(f"{list_line(name)}\n" for name in names)
     os.replace(temporary, path)

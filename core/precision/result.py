@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from cmpx.errors import ExitCode
+from cmpx.errors import ExitCode, UsageError
 from cmpx.precision.nodes import kept_option, weight_share, write_node_list
 from cmpx.precision.search import candidate_bound
 
@@ -33,6 +33,7 @@ class Outcome:
     count: int = 0
     best: list[str] | None = None
     finished: bool = True  # False: --max-candidates stopped it
+    all_passed: bool = False  # every eligible node kept was seen passing (before any candidate)
 
     def header(self, note: str) -> list[str]:
         option = "--" + kept_option(self.pair.kind).replace("_", "-")
@@ -42,12 +43,13 @@ class Outcome:
 
     def interrupted(self, path: str, echo: Callable[[str], None]) -> None:
         """Ctrl-C: the smallest set seen passing is written, said to be unfinished."""
-        if self.best is None:
+        best = self.best if self.best is not None else self.eligible.names if self.all_passed else None
+        if best is None:
             echo(f"interrupted after {self.count} candidate(s): none passed yet, nothing written")
             return
-        write_node_list(path, self.best, self.header(f"interrupted after {self.count} candidate(s): the smallest "
-                                                     "set seen passing, not searched to the end"))
-        echo(f"interrupted after {self.count} candidate(s): wrote the smallest set seen passing ({len(self.best)} "
+        write_node_list(path, best, self.header(f"interrupted after {self.count} candidate(s): the smallest "
+                                                "set seen passing, not searched to the end"))
+        echo(f"interrupted after {self.count} candidate(s): wrote the smallest set seen passing ({len(best)} "
              f"node(s), not searched to the end) to {path}")
 
 
@@ -98,10 +100,36 @@ def finish(options: PrecisionOptions, outcome: Outcome, kept: Sequence[str], obs
 
 
 def _copy_model(made: str, destination: str) -> None:
-    """The transformed model and the weight files it names beside it."""
+    """The transformed model and the weight files it names beside it, under names of its own (``kept.fp16.onnx``
+    reads ``kept.fp16.onnx.data``): the transform names them after the model (``m.int8.onnx.data``), so the
+    model of another list written to the same folder would write over them, and read the other's weights."""
+    import onnx
+    from onnx.external_data_helper import _get_all_tensors, uses_external_data
+
     from cmpx.model.external import external_locations
 
+    locations = external_locations(made)
+    if not locations:
+        shutil.copyfile(made, destination)
+        return
+    base = os.path.basename(destination)
+    renamed = {location: f"{base}.data" if i == 0 else f"{base}.{i}.data" for i, location in enumerate(locations)}
     source_directory, target_directory = os.path.dirname(made), os.path.dirname(os.path.abspath(destination))
-    for location in external_locations(made):
-        shutil.copyfile(os.path.join(source_directory, location), os.path.join(target_directory, location))
-    shutil.copyfile(made, destination)
+    for location, name in renamed.items():
+        shutil.copyfile(os.path.join(source_directory, location), os.path.join(target_directory, name))
+    model = onnx.load(made, load_external_data=False)  # the graph only: its weights stay in the files
+    for tensor in _get_all_tensors(model):
+        if uses_external_data(tensor):
+            for entry in tensor.external_data:
+                if entry.key == "location":
+                    entry.value = renamed.get(entry.value, entry.value)
+    with open(destination, "wb") as f:
+        f.write(model.SerializeToString())
+
+
+def not_the_model(output: str, kind: str, model: str) -> None:
+    """-o and the transformed model written beside it must not be the model itself (it would be overwritten)."""
+    for written in (output, transformed_path(output, kind)):
+        if os.path.exists(written) and os.path.samefile(written, model):
+            raise UsageError(f"-o {output}: cmpx precision would write {written}, the model itself; give the node "
+                             "list another path (-o kept.txt)")

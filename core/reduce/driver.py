@@ -350,7 +350,10 @@ def _for_backends(request: RunRequest, checked: Preflight, names: set[str]) -> R
     specs = {b.name: b.spec for b in checked.backends}
     kept = {specs[n].param(o) for n in names for o in specs[n].options}
     dropped = {spec.param(o) for n, spec in specs.items() if n not in names for o in spec.options} - kept
-    return replace(request, backend_options={k: v for k, v in request.backend_options.items() if k not in dropped})
+    request = replace(request, backend_options={k: v for k, v in request.backend_options.items() if k not in dropped})
+    if not any(b.transform for b in checked.backends if b.name in names):  # node lists of the transforms it lacks
+        request = replace(request, keep_fp32=(), no_quantize=())
+    return request
 
 
 def _verify(options: ReduceOptions, maker: CandidateMaker, candidate: Candidate, written: Written, fail_on: str,

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from cmpx.errors import UsageError
@@ -40,6 +40,7 @@ class Change:
     old: CellEntry | None
     new: CellEntry | None
     worse: bool
+    inputs: tuple[str, ...] = ()  # what differs between the two cells' fingerprints: args, model, frameworks...
 
     @property
     def cell(self) -> CellEntry:
@@ -50,7 +51,7 @@ class Change:
     def describe(self) -> str:
         """``passed -> mismatch (abs 0.00246, rel 0.128)``, or what the one side had."""
         sides = [_state(side) for side in (self.old, self.new) if side is not None]
-        return " -> ".join(sides)
+        return " -> ".join(sides) + (f" [{', '.join(self.inputs)} changed]" if self.inputs else "")
 
     def to_dict(self) -> dict[str, Any]:
         def side(entry: CellEntry | None) -> dict[str, Any] | None:
@@ -58,7 +59,7 @@ class Change:
                                                "worst_rel": entry.worst_rel, "report": entry.report}
 
         return {"model": self.cell.model, "run": self.cell.run, "kind": self.kind, "worse": self.worse,
-                "old": side(self.old), "new": side(self.new)}
+                "inputs_changed": list(self.inputs), "old": side(self.old), "new": side(self.new)}
 
 
 @dataclass(frozen=True)
@@ -121,6 +122,8 @@ def compare(old: SweepSummary, new: SweepSummary, old_dir: str, new_dir: str, fa
     for key, entry in after.items():
         earlier = before.get(key)
         change = Change("only in NEW", None, entry, False) if earlier is None else _change(earlier, entry, factor)
+        if change is not None and earlier is not None:
+            change = replace(change, inputs=_inputs_changed(old_dir, earlier, new_dir, entry))
         if change is not None:
             changes.append(change)
     changes += [Change("only in OLD", entry, None, False) for key, entry in before.items() if key not in after]
@@ -146,6 +149,35 @@ def _change(old: CellEntry, new: CellEntry, factor: float) -> Change | None:
     if any(_grew(b, a, factor) for a, b in pairs):
         return Change("error shrank", old, new, False)
     return None
+
+
+# A fingerprint's keys (cmpx.sweep.matrix.Cell.fingerprint) as the diff names them.
+INPUTS = {"model_sha256": "model", "args": "args", "lists": "@FILE lists", "plugins": "plugins",
+          "threads": "threads", "frameworks": "frameworks", "cmpx_version": "cmpx version"}
+
+
+def _inputs_changed(old_dir: str, old: CellEntry, new_dir: str, new: CellEntry) -> tuple[str, ...]:
+    """Which of a cell's inputs differ between the two sweeps (a verdict that changed with the args, say tighter
+    tolerances, is not the backends' doing), read from each cell's cell.json; nothing if either cannot be read."""
+    old_inputs, new_inputs = _fingerprint(old_dir, old), _fingerprint(new_dir, new)
+    if old_inputs is None or new_inputs is None:
+        return ()
+    return tuple(name for key, name in INPUTS.items() if old_inputs.get(key) != new_inputs.get(key))
+
+
+def _fingerprint(directory: str, entry: CellEntry) -> dict[str, Any] | None:
+    from cmpx.userfiles import open_regular
+
+    beside = entry.report or entry.log  # a cell that never compared anything has only its log
+    if not beside:
+        return None
+    try:
+        with open_regular(os.path.join(directory, os.path.dirname(beside), "cell.json"), "cell record",
+                          "r", encoding="utf-8") as f:
+            found = json.load(f).get("fingerprint")
+    except (OSError, ValueError, UsageError, AttributeError):
+        return None
+    return found if isinstance(found, dict) else None
 
 
 def _grew(before: float | None, after: float | None, factor: float) -> bool:

@@ -78,7 +78,7 @@ def run_sweep(options: SweepOptions, echo: Callable[[str], None], terminal: Prog
     digest_cache = DigestCache(options.out)
     digests = digest_cache.digests(sweep.models)
     digest_cache.save()
-    fingerprints = {cell.key: cell.fingerprint(digests[cell.model]) for cell in matrix}
+    fingerprints = {cell.key: cell.fingerprint(digests[cell.model], sweep.base) for cell in matrix}
     entries: dict[str, CellEntry] = {}
     to_run = []
     copies: dict[str, list[Cell]] = {}  # a cell to run -> the cells of the same inputs that take its result

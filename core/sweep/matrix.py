@@ -68,12 +68,34 @@ class Cell:
                 "model_sha256": model_digest, "cmpx_version": __version__, "frameworks": _plain(self.run.frameworks),
                 "framework_names": {backend: list(names) for backend, names in self.run.framework_names.items()}}
 
-    def fingerprint(self, model_digest: str) -> dict:
+    def fingerprint(self, model_digest: str, base: str) -> dict:
         """The inputs that decide whether an earlier result of this cell still holds (the model's path is not
-        one: two paths of the same content give the same fingerprint, and run once, cmpx.sweep.driver)."""
-        return {"model_sha256": model_digest, "args": list(self.words), "plugins": list(self.run.plugin_args),
-                "threads": self.run.spec.threads, "frameworks": _plain(self.run.frameworks),
-                "cmpx_version": __version__}
+        one: two paths of the same content give the same fingerprint, and run once, cmpx.sweep.driver); with
+        the content of each ``@FILE`` list its args name, relative to ``base``, if any (a --keep-fp32 list that
+        cmpx precision wrote again changes the cell as its args would)."""
+        found = {"model_sha256": model_digest, "args": list(self.words), "plugins": list(self.run.plugin_args),
+                 "threads": self.run.spec.threads, "frameworks": _plain(self.run.frameworks),
+                 "cmpx_version": __version__}
+        lists = _list_digests(self.words, base)
+        return {**found, "lists": lists} if lists else found
+
+
+def _list_digests(words: Sequence[str], base: str) -> dict[str, str]:
+    """SHA-256 of each readable ``@FILE`` in ``words`` (``--keep-fp32 @kept.txt`` or ``--mark=@names.txt``); one
+    that cannot be read is left to the cell, whose run says why."""
+    from cmpx.userfiles import open_regular
+
+    digests = {}
+    for word in words:
+        listed = word.partition("=")[2] if word.startswith("--") else word
+        if not listed.startswith("@") or len(listed) < 2:
+            continue
+        try:
+            with open_regular(os.path.join(base, listed[1:]), "list", "rb") as f:
+                digests[listed] = hashlib.sha256(f.read()).hexdigest()
+        except (OSError, UsageError):
+            continue
+    return digests
 
 
 def _plain(frameworks: Mapping[str, tuple[str, str] | None]) -> dict[str, list[str] | None]:

@@ -58,7 +58,7 @@ class HalfPrecision:
         if unknown:
             raise UsageError(f"--keep-fp32: {unknown[0]!r} is neither a node name nor an op type of the model; "
                              "list the nodes with: cmpx tensors MODEL")
-        keep_ops = [k for k in self.options.keep_fp32 if k in op_types]
+        keep_ops = [k for k in self.options.keep_fp32 if k in op_types and k not in node_names]  # a name first
         keep_nodes = [k for k in self.options.keep_fp32 if k in node_names]
         converted = convert_float_to_float16(model, keep_io_types=True, op_block_list=blocked_ops() + keep_ops,
                                              node_block_list=keep_nodes, disable_shape_infer=True)
