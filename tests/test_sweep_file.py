@@ -31,6 +31,7 @@ BAD_FILES = [
     ('models = "zoo/*.onnx"\n' + RUN + 'threads = 0\n', "sweep.toml:5: runs[0].threads: must be a whole number of "
                                                         "threads >= 1, got 0"),
     ('models = "zoo/*.onnx"\n[defaults]\nthreads = "2"\n' + RUN, "sweep.toml:3: defaults.threads: must be a whole"),
+    ('models = "zoo/*.onnx"\n' + RUN + 'threads = 100000\n', "runs[0].threads: 100000 threads: at most 1024"),
     ('models = "zoo/*.onnx"\nruns = [\n', "sweep.toml: invalid TOML: "),
     # the runs' args, parsed by cmpx run's own command and preflight
     ('models = "zoo/*.onnx"\n[[runs]]\nname = "x"\nargs = "--backend onnxrt --bogus"\n',

@@ -37,6 +37,7 @@ from cmpx.sweep.toml_lines import KeyLines
 RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
 TOP_KEYS = ("models", "runs", "defaults")
 RUN_KEYS = ("name", "args", "resources", "threads")
+MAX_THREADS = 1024  # per backend of a cell: more than any node's cores
 DEFAULT_KEYS = ("args", "resources", "threads")
 
 
@@ -213,4 +214,7 @@ def _threads(problems: _Problems, value: Any, key: str, table: str, index: int |
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise problems.error(key, f"must be a whole number of threads >= 1, got {value!r}", table, index, "threads")
+    if value > MAX_THREADS:  # 100000 made ONNX Runtime start that many threads: the cell never finished
+        raise problems.error(key, f"{value} threads: at most {MAX_THREADS} (a node's cores, as resources.CPU "
+                                  "reserves them)", table, index, "threads")
     return value
