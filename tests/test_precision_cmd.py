@@ -40,6 +40,7 @@ def test_fp16_keeps_exactly_the_planted_nodes_and_a_run_with_the_list_passes(run
     assert 0 < len(lines) <= candidate_bound(14, 4)
     assert "nothing kept: FAILED" in result.output and "all 14 nodes kept: passed" in result.output
     assert "in float32: 4 of 14 node(s) the fp16 transform changes (14 in the model)" in result.output
+    assert "in float32: no multiply-accumulates (no MatMul, Gemm or Conv)" in result.output
     assert "PASSED | 1 comparison(s)" in result.output  # the checking run's own report, with its statistics
     assert result.output.strip().endswith("verdict: PASSED with the list (" + str(out) + ") (exit 0)")
     transformed = onnx.load(str(tmp_path / "kept.fp16.onnx"))
@@ -62,6 +63,7 @@ def test_int8_leaves_exactly_the_outlier_matmul_unquantized(run_cli, tmp_path):
     assert _listed(out) == list(modelgen.INT8_SENSITIVE)
     assert "unquantized: 1 of 5 node(s) the int8 transform changes" in result.output
     assert "256 of 768 float weight elements (33.3%)" in result.output
+    assert "unquantized: 1024 of 3072 multiply-accumulates of MatMul, Gemm and Conv (33.3%)" in result.output
     assert len(_candidates(result.output)) <= candidate_bound(5, 1)
     again = run_cli("run", model, *INT8[:2], "--backend", "onnxrt", *INT8[4:], "--no-quantize", f"@{out}")
     assert again.exit_code == 0, again.output

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from cmpx.errors import ExitCode
+from cmpx.precision.macs import mac_share, mac_words
 from cmpx.precision.nodes import kept_option, weight_share, write_node_list
 from cmpx.precision.search import candidate_bound
 
@@ -87,6 +88,7 @@ def finish(options: PrecisionOptions, outcome: Outcome, kept: Sequence[str], obs
     what = "in float32" if option == "keep_fp32" else "unquantized"
     echo(f"{what}: {len(kept)} of {total} node(s) the {pair.kind} transform changes ({len(outcome.index.nodes)} in "
          f"the model); {weights} of {all_weights} float weight elements ({share})")
+    echo(f"{what}: {mac_words(mac_share(outcome.index, kept))}")
     echo(f"{outcome.count} candidate(s) in {time.monotonic() - outcome.started:.1f} s (at most "
          f"{candidate_bound(total, len(kept))} for {total} node(s) with {len(kept)} kept)" +
          ("" if outcome.finished else "; stopped by --max-candidates"))
