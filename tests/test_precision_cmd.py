@@ -72,6 +72,39 @@ def test_int8_leaves_exactly_the_outlier_matmul_unquantized(run_cli, tmp_path):
     assert "W2" in {i for n in quantized if n.name == "outlier_matmul" for i in n.input}  # its weights unquantized
 
 
+def test_bf16_on_the_reference_evaluator_keeps_only_the_rounding_pair(run_cli, tmp_path):
+    # bfloat16 keeps float32's range, so x**16 no longer overflows as in float16: only x + 65504 - 65504 (its sum
+    # rounds to 8 bits of mantissa) must stay in float32, both of its nodes (ONNX Runtime's CPU runs no bfloat16)
+    model = modelgen.save(modelgen.fp16_islands(), tmp_path / "islands.onnx")
+    out = tmp_path / "kept.txt"
+    bf16 = ["--backend", "onnxref:bf16", "--reference", "onnxref", "--val-range", "X:[1,2.5]", "--atol", "1e-2",
+            "--rtol", "5e-2"]
+    result = run_cli("precision", model, *bf16, "-o", out)
+    assert result.exit_code == 0, result.output
+    assert _listed(out) == ["add_big", "sub_big"]
+    assert "in float32: 2 of 14 node(s) the bf16 transform changes" in result.output
+    transformed = onnx.load(str(tmp_path / "kept.bf16.onnx"))
+    assert any(t.data_type == onnx.TensorProto.BFLOAT16 for t in transformed.graph.initializer)
+    plain = ["run", model, "--backend", "onnxref:bf16", "--backend", "onnxref", *bf16[4:]]
+    assert run_cli(*plain, "--keep-fp32", f"@{out}").exit_code == 0
+    assert run_cli(*plain, "--keep-fp32", "add_big").exit_code == 1  # the pair is needed whole
+
+
+def test_fp8_leaves_exactly_the_three_matmuls_unquantized(run_cli, tmp_path):
+    # float8 E4M3 rounds to 3 bits of mantissa: at rtol 5e-2 every quantized MatMul costs too much, outlier or not;
+    # the Relus (fp8 keeps activations in float) are not needed
+    model = modelgen.save(modelgen.int8_outlier(), tmp_path / "outlier.onnx")
+    out = tmp_path / "unquantized.txt"
+    fp8 = ["--backend", "onnxref:fp8", "--reference", "onnxref", "--atol", "1e-2", "--rtol", "5e-2"]
+    result = run_cli("precision", model, *fp8, "-o", out)
+    assert result.exit_code == 0, result.output
+    assert _listed(out) == ["first_matmul", "outlier_matmul", "last_matmul"]
+    assert "unquantized: 3072 of 3072 multiply-accumulates of MatMul, Gemm and Conv (100.0%)" in result.output
+    plain = ["run", model, "--backend", "onnxref:fp8", "--backend", "onnxref", *fp8[4:]]
+    assert run_cli(*plain, "--no-quantize", f"@{out}").exit_code == 0
+    assert run_cli(*plain, "--no-quantize", "first_matmul", "outlier_matmul").exit_code == 1
+
+
 def test_max_candidates_stops_the_search_with_the_smallest_set_seen_passing(run_cli, tmp_path):
     model = modelgen.save(modelgen.int8_outlier(), tmp_path / "outlier.onnx")
     out = tmp_path / "unquantized.txt"
