@@ -81,7 +81,8 @@ def _search(options: PrecisionOptions, pair: Pair, observer: Observer, echo: Cal
     from cmpx.precision.nodes import eligible_nodes
     from cmpx.precision.ranking import suspect_order
     from cmpx.precision.result import Outcome, finish
-    from cmpx.precision.search import bisect_prefix, candidate_bound, search_kept
+    from cmpx.precision.search import (SINGLES, bisect_prefix, candidate_bound, search_kept, shrink_bound,
+                                       shrink_from_all)
 
     request, started = options.request, time.monotonic()
     index = index_graph(load_structure(str(request.model)))
@@ -130,12 +131,20 @@ def _search(options: PrecisionOptions, pair: Pair, observer: Observer, echo: Cal
     suspects = suspect_order(ranking.report, pair.backend, pair.reference, eligible.names, producers)
     echo(f"ranking: {suspects.measured} node(s) measured, {suspects.failing_alone} failing on their own; first "
          f"divergence: {suspects.first_divergence or 'none among them'} ({ranking.seconds:.1f} s)")
-    echo(f"search: {total} node(s) may be kept ({eligible.unnamed} unnamed cannot be); at most "
-         f"{candidate_bound(total, 1)} candidates if one is needed, {candidate_bound(total, 3)} if 3 "
-         f"(2*ceil(log2 N) + k*(2*ceil(log2 N) + 3) + 1)" +
-         (f", --max-candidates {options.max_candidates}" if options.max_candidates else ""))
+    from_all = options.strategy == "search" and 2 * suspects.failing_alone > total  # most nodes are needed
+    if from_all:
+        outcome.bound = shrink_bound
+        echo(f"search: {total} node(s) may be kept ({eligible.unnamed} unnamed cannot be), most failing on their own: "
+             f"shrinking from all kept, by halves, the least suspect first; at most {shrink_bound(total, total)} "
+             f"candidates (min(N + 2N/{SINGLES}, k*(2*ceil(log2 N) + {2 * SINGLES})))" +
+             (f", --max-candidates {options.max_candidates}" if options.max_candidates else ""))
+    else:
+        echo(f"search: {total} node(s) may be kept ({eligible.unnamed} unnamed cannot be); at most "
+             f"{candidate_bound(total, 1)} candidates if one is needed, {candidate_bound(total, 3)} if 3 "
+             f"(2*ceil(log2 N) + k*(2*ceil(log2 N) + 3) + 1)" +
+             (f", --max-candidates {options.max_candidates}" if options.max_candidates else ""))
     passes = _candidate_runner(options, compared, pair, outcome, observer, echo)
-    strategy = search_kept if options.strategy == "search" else bisect_prefix
+    strategy = shrink_from_all if from_all else search_kept if options.strategy == "search" else bisect_prefix
     try:
         kept = strategy(suspects.order, passes)
     except CandidateLimit:

@@ -34,6 +34,7 @@ class Outcome:
     count: int = 0
     best: list[str] | None = None
     finished: bool = True  # False: --max-candidates stopped it
+    bound: Callable[[int, int], int] = candidate_bound  # the most candidates for N nodes with k kept
 
     def header(self, note: str) -> list[str]:
         option = "--" + kept_option(self.pair.kind).replace("_", "-")
@@ -90,7 +91,7 @@ def finish(options: PrecisionOptions, outcome: Outcome, kept: Sequence[str], obs
          f"the model); {weights} of {all_weights} float weight elements ({share})")
     echo(f"{what}: {mac_words(mac_share(outcome.index, kept))}")
     echo(f"{outcome.count} candidate(s) in {time.monotonic() - outcome.started:.1f} s (at most "
-         f"{candidate_bound(total, len(kept))} for {total} node(s) with {len(kept)} kept)" +
+         f"{outcome.bound(total, len(kept))} for {total} node(s) with {len(kept)} kept)" +
          ("" if outcome.finished else "; stopped by --max-candidates"))
     if seen.passed:
         echo(f"verdict: PASSED with the list ({path}) (exit {int(ExitCode.PASSED)})")
