@@ -6,7 +6,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from cmpx.model.subgraph import index_graph
-from cmpx.precision.macs import mac_share, mac_words
+from cmpx.precision.macs import fed_index, mac_share, mac_words
 
 
 def _index(batch):
@@ -34,7 +34,8 @@ def test_conv_gemm_and_matmul_count_their_multiply_accumulates_from_static_shape
         f"{conv} of {conv + gemm + matmul} multiply-accumulates of MatMul, Gemm and Conv (71.6%)"
 
 
-def test_a_dynamic_dimension_makes_the_share_unknown():
+def test_a_dynamic_dimension_makes_the_share_unknown_unless_the_fed_shape_sets_it():
     index = _index("batch")
     assert mac_share(index, ["matmul"]) is None
     assert mac_words(None).startswith("multiply-accumulates unknown")
+    assert mac_share(fed_index(index, {"X": (2, 3, 8, 8)}), ["conv"]) == mac_share(_index(2), ["conv"])

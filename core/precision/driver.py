@@ -69,13 +69,13 @@ def search_precision(options: PrecisionOptions, plugins: PluginSet, settings: Pl
     try:
         with tempfile.TemporaryDirectory(prefix="cmpx-precision-") as scratch:
             reference = None if options.live_reference else saved_reference(options.request, checked, pair, scratch)
-            return _search(options, pair, observer, echo, reference)
+            return _search(options, pair, observer, echo, reference, _fed_shapes(options.request, checked))
     finally:
         observer.close()
 
 
 def _search(options: PrecisionOptions, pair: Pair, observer: Observer, echo: Callable[[str], None],
-            reference: SavedReference | None) -> ExitCode:
+            reference: SavedReference | None, fed: dict[str, tuple[int, ...]]) -> ExitCode:
     from cmpx.model.graph import load_structure
     from cmpx.model.subgraph import index_graph
     from cmpx.precision.nodes import eligible_nodes
@@ -101,7 +101,7 @@ def _search(options: PrecisionOptions, pair: Pair, observer: Observer, echo: Cal
             return ExitCode.BACKEND_FAILED
     observer.label("nothing kept", started)
     baseline = _preliminary(observer(compared, say), "nothing kept", echo)
-    outcome = Outcome(index, eligible, pair, started)
+    outcome = Outcome(index, eligible, pair, started, fed=fed)
     cannot = _cannot_run(baseline, pair)
     if cannot:
         echo(f"cannot search: {cannot} (exit {int(ExitCode.BACKEND_FAILED)})")
@@ -160,6 +160,19 @@ def _search(options: PrecisionOptions, pair: Pair, observer: Observer, echo: Cal
         outcome.interrupted(options.output, echo)
         raise
     return finish(options, outcome, kept, observer, echo)
+
+
+def _fed_shapes(request: RunRequest, checked: Preflight) -> dict[str, tuple[int, ...]]:
+    """The shape each input is fed (synthetic data: --input-shapes, else cmpx's sizes for dynamic dimensions), to
+    count multiply-accumulates with; none for data from files or scripts (their shapes are the data's)."""
+    from cmpx.model.info import read_model
+    from cmpx.model.shapes import resolve_input_shapes
+
+    if not checked.loader.generates:
+        return {}
+    inputs = resolve_input_shapes(read_model(str(request.model)).inputs, checked.shapes, lambda _: None,
+                                  dims=checked.dims)
+    return {spec.name: sizes for spec in inputs if (sizes := spec.sizes) is not None}
 
 
 def _cannot_run(seen: Observation, pair: Pair) -> str | None:

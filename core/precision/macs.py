@@ -1,12 +1,14 @@
 """How much of a model's arithmetic the nodes ``cmpx precision`` keeps hold: the multiply-accumulates of its MatMul,
 Gemm and Conv nodes (where nearly all of a network's arithmetic is), counted from the static shapes ONNX shape
-inference gives. A node whose shapes are not all known (a dynamic dimension) has no count, and then neither has
-the model's total: the share is unknown, never guessed.
+inference gives, the model's dynamic input dimensions first set to the sizes the run feeds (``fed_index``). A
+node whose shapes are still not all known has no count, and then neither has the model's total: the share is
+unknown, never guessed.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from collections.abc import Mapping
 from typing import Any
 
 COUNTED = ("MatMul", "Gemm", "Conv")
@@ -44,6 +46,34 @@ def node_macs(index: Any, node: Any) -> int | None:
         weight = _shape(index, node.input[1]) if len(node.input) > 1 else None
         reduced = _product(weight[1:]) if weight else None
     return None if reduced is None else _product(output) * reduced
+
+
+def fed_index(index: Any, shapes: Mapping[str, Sequence[int]]) -> Any:
+    """``index`` (a GraphIndex of the shape-inferred model) with its graph inputs' dynamic dimensions set to
+    ``shapes`` (what the run feeds each input) and shapes inferred again; ``index`` itself when none is dynamic."""
+    import onnx
+
+    from cmpx.model.subgraph import index_graph
+
+    model = onnx.ModelProto()
+    model.CopyFrom(index.model)
+    changed = False
+    for value in model.graph.input:
+        fed = shapes.get(value.name)
+        dims = value.type.tensor_type.shape.dim if value.type.HasField("tensor_type") else []
+        if fed is None or len(fed) != len(dims):
+            continue
+        for dim, size in zip(dims, fed):
+            if not dim.HasField("dim_value"):
+                dim.dim_value = int(size)  # clears dim_param
+                changed = True
+    if not changed:
+        return index
+    del model.graph.value_info[:]  # inferred with the dynamic dimensions
+    try:
+        return index_graph(onnx.shape_inference.infer_shapes(model, strict_mode=False))
+    except Exception:  # inference is best effort: the share is then unknown where it was
+        return index
 
 
 def _shape(index: Any, name: str) -> list[int] | None:
