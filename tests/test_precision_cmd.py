@@ -10,7 +10,7 @@ import sys
 import onnx
 import pytest
 
-from cmpx.precision.search import candidate_bound
+from cmpx.precision.search import candidate_bound, shrink_bound
 from cmpx.testing import models as modelgen
 from conftest import REPO, interruptible
 
@@ -92,13 +92,16 @@ def test_bf16_on_the_reference_evaluator_keeps_only_the_rounding_pair(run_cli, t
 
 def test_fp8_leaves_exactly_the_three_matmuls_unquantized(run_cli, tmp_path):
     # float8 E4M3 rounds to 3 bits of mantissa: at rtol 5e-2 every quantized MatMul costs too much, outlier or not;
-    # the Relus (fp8 keeps activations in float) are not needed
+    # the Relu is not needed
     model = modelgen.save(modelgen.int8_outlier(), tmp_path / "outlier.onnx")
     out = tmp_path / "unquantized.txt"
     fp8 = ["--backend", "onnxref:fp8", "--reference", "onnxref", "--atol", "1e-2", "--rtol", "5e-2"]
     result = run_cli("precision", model, *fp8, "-o", out)
     assert result.exit_code == 0, result.output
     assert _listed(out) == ["first_matmul", "outlier_matmul", "last_matmul"]
+    # every node fails on its own here, so the search shrinks from all kept (by halves, the least suspect first)
+    assert "most failing on their own: shrinking from all kept" in result.output
+    assert 0 < len(_candidates(result.output)) <= shrink_bound(5, 3), result.output
     assert "unquantized: 3072 of 3072 multiply-accumulates of MatMul, Gemm and Conv (100.0%)" in result.output
     plain = ["run", model, "--backend", "onnxref:fp8", "--backend", "onnxref", *fp8[4:]]
     assert run_cli(*plain, "--no-quantize", f"@{out}").exit_code == 0
