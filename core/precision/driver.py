@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from cmpx.errors import ExitCode, UsageError
 from cmpx.outcome.report_data import RunInterrupted
 from cmpx.precision.nodes import kept_option
+from cmpx.precision.macs import fed_shapes
 from cmpx.precision.reference import saved_reference
 from cmpx.precision.request import Pair, PrecisionOptions, with_kept
 
@@ -69,7 +70,7 @@ def search_precision(options: PrecisionOptions, plugins: PluginSet, settings: Pl
     try:
         with tempfile.TemporaryDirectory(prefix="cmpx-precision-") as scratch:
             reference = None if options.live_reference else saved_reference(options.request, checked, pair, scratch)
-            return _search(options, pair, observer, echo, reference, _fed_shapes(options.request, checked))
+            return _search(options, pair, observer, echo, reference, fed_shapes(options.request, checked))
     finally:
         observer.close()
 
@@ -132,17 +133,13 @@ def _search(options: PrecisionOptions, pair: Pair, observer: Observer, echo: Cal
     echo(f"ranking: {suspects.measured} node(s) measured, {suspects.failing_alone} failing on their own; first "
          f"divergence: {suspects.first_divergence or 'none among them'} ({ranking.seconds:.1f} s)")
     from_all = options.strategy == "search" and 2 * suspects.failing_alone > total  # most nodes are needed
-    if from_all:
-        outcome.bound = shrink_bound
-        echo(f"search: {total} node(s) may be kept ({eligible.unnamed} unnamed cannot be), most failing on their own: "
-             f"shrinking from all kept, by halves, the least suspect first; at most {shrink_bound(total, total)} "
-             f"candidates (min(N + 2N/{SINGLES}, k*(2*ceil(log2 N) + {2 * SINGLES})))" +
-             (f", --max-candidates {options.max_candidates}" if options.max_candidates else ""))
-    else:
-        echo(f"search: {total} node(s) may be kept ({eligible.unnamed} unnamed cannot be); at most "
-             f"{candidate_bound(total, 1)} candidates if one is needed, {candidate_bound(total, 3)} if 3 "
-             f"(2*ceil(log2 N) + k*(2*ceil(log2 N) + 3) + 1)" +
-             (f", --max-candidates {options.max_candidates}" if options.max_candidates else ""))
+    outcome.bound = shrink_bound if from_all else candidate_bound
+    how = (f", most failing on their own: shrinking from all kept, by halves, the least suspect first; at most "
+           f"{shrink_bound(total, total)} candidates (min(N + 2N/{SINGLES}, k*(2*ceil(log2 N) + {2 * SINGLES})))"
+           if from_all else f"; at most {candidate_bound(total, 1)} candidates if one is needed, "
+           f"{candidate_bound(total, 3)} if 3 (2*ceil(log2 N) + k*(2*ceil(log2 N) + 3) + 1)")
+    echo(f"search: {total} node(s) may be kept ({eligible.unnamed} unnamed cannot be){how}" +
+         (f", --max-candidates {options.max_candidates}" if options.max_candidates else ""))
     passes = _candidate_runner(options, compared, pair, outcome, observer, echo)
     strategy = shrink_from_all if from_all else search_kept if options.strategy == "search" else bisect_prefix
     try:
@@ -160,19 +157,6 @@ def _search(options: PrecisionOptions, pair: Pair, observer: Observer, echo: Cal
         outcome.interrupted(options.output, echo)
         raise
     return finish(options, outcome, kept, observer, echo)
-
-
-def _fed_shapes(request: RunRequest, checked: Preflight) -> dict[str, tuple[int, ...]]:
-    """The shape each input is fed (synthetic data: --input-shapes, else cmpx's sizes for dynamic dimensions), to
-    count multiply-accumulates with; none for data from files or scripts (their shapes are the data's)."""
-    from cmpx.model.info import read_model
-    from cmpx.model.shapes import resolve_input_shapes
-
-    if not checked.loader.generates:
-        return {}
-    inputs = resolve_input_shapes(read_model(str(request.model)).inputs, checked.shapes, lambda _: None,
-                                  dims=checked.dims)
-    return {spec.name: sizes for spec in inputs if (sizes := spec.sizes) is not None}
 
 
 def _cannot_run(seen: Observation, pair: Pair) -> str | None:

@@ -9,7 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from cmpx.lifecycle.preflight import Preflight
+    from cmpx.options.request import RunRequest
 
 COUNTED = ("MatMul", "Gemm", "Conv")
 
@@ -74,6 +78,19 @@ def fed_index(index: Any, shapes: Mapping[str, Sequence[int]]) -> Any:
         return index_graph(onnx.shape_inference.infer_shapes(model, strict_mode=False))
     except Exception:  # inference is best effort: the share is then unknown where it was
         return index
+
+
+def fed_shapes(request: RunRequest, checked: Preflight) -> dict[str, tuple[int, ...]]:
+    """The shape each input is fed (synthetic data: --input-shapes, else cmpx's sizes for dynamic dimensions), to
+    count multiply-accumulates with; none for data from files or scripts (their shapes are the data's)."""
+    from cmpx.model.info import read_model
+    from cmpx.model.shapes import resolve_input_shapes
+
+    if not checked.loader.generates:
+        return {}
+    inputs = resolve_input_shapes(read_model(str(request.model)).inputs, checked.shapes, lambda _: None,
+                                  dims=checked.dims)
+    return {spec.name: sizes for spec in inputs if (sizes := spec.sizes) is not None}
 
 
 def _shape(index: Any, name: str) -> list[int] | None:
