@@ -18,11 +18,12 @@ per line, as --keep-fp32 @FILE or --no-quantize @FILE reads them, with the trans
 \b
 The nodes are ranked by one run with every tensor marked and --local-error (the first divergence, then the nodes
 that fail on their own); the kept set grows along that ranking, then shrinks by delta debugging until each node
-kept is needed. Each candidate is a whole run in fresh workers, so a crash is one more failing observation,
-compared against the reference's outputs computed once (--live-reference: on every candidate). At
-most 2*ceil(log2 N) + k*(2*ceil(log2 N) + 3) + 1 candidates for k nodes kept of N. Ctrl-C writes the smallest set
-seen passing so far. Every option of 'cmpx run' applies (tolerances, data, shapes, metrics...), except those
-naming files one run would write.
+kept is needed: at most 2*ceil(log2 N) + k*(2*ceil(log2 N) + 3) + 1 candidates for k nodes kept of N. When most
+nodes fail on their own it starts from all kept instead and drops groups by halves, the least suspect first: at
+most min(N + N/2, k*(2*ceil(log2 N) + 8)). Each candidate is a whole run in fresh workers (a crash is one more
+failing observation), compared against the reference's outputs computed once (--live-reference: the reference
+runs on every candidate). Ctrl-C writes the smallest set seen passing so far. Every option of 'cmpx run' applies
+(tolerances, data, shapes, metrics...), except those naming files one run would write.
 
 \b
 Exit codes: 0 the list was written and the model passes with it, 1 no set of kept nodes makes it pass, 2 bad
