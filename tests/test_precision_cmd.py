@@ -61,6 +61,9 @@ def test_int8_leaves_exactly_the_outlier_matmul_unquantized(run_cli, tmp_path):
     result = run_cli("precision", model, *INT8, "-o", out)
     assert result.exit_code == 0, result.output
     assert _listed(out) == list(modelgen.INT8_SENSITIVE)
+    # the reference ran once, alone; every later run compared against its saved outputs
+    assert "the reference's outputs, saved once (onnxrt alone" in result.output
+    assert "FAILED (mismatch: onnxrt:int8 vs onnxrt@reference: Y)" in result.output
     assert "unquantized: 1 of 5 node(s) the int8 transform changes" in result.output
     assert "256 of 768 float weight elements (33.3%)" in result.output
     assert "unquantized: 1024 of 3072 multiply-accumulates of MatMul, Gemm and Conv (33.3%)" in result.output
@@ -113,8 +116,9 @@ def test_max_candidates_stops_the_search_with_the_smallest_set_seen_passing(run_
     out = tmp_path / "unquantized.txt"
     # the reference is the backend without a transform, whatever the order and without --reference
     result = run_cli("precision", model, "--backend", "onnxrt", "--backend", "onnxrt:int8", *INT8[4:], "-o", out,
-                     "--max-candidates", "2")
+                     "--max-candidates", "2", "--live-reference")
     assert len(_candidates(result.output)) == 2, result.output
+    assert "saved once" not in result.output and "@reference" not in result.output  # the reference ran every time
     assert "stopped at --max-candidates 2" in result.output and "onnxrt:int8 against onnxrt" in result.output
     assert result.exit_code == 0 and "outlier_matmul" in _listed(out), result.output
 
