@@ -26,10 +26,9 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 CORPUS = os.path.join(HERE, "..", "tests", "models", "real")
 LOGS = os.environ.get("CMPX_BENCH_LOGS", tempfile.gettempdir())  # each run's output, CMPX_BENCH_LOGS=DIR to keep
-CASES = [  # (model, backend, tolerances and options); the CNN's int8 error (max abs 1.53e-3 on its logits) is spread
-    # over most of its nodes (random weights: every measured node fails on its own), so no small set meets a
-    # tolerance well below it: --atol 7e-4 (under half of it; float32 meets it) needs about half the nodes
-    ("cnn.onnx", "onnxrt:int8", ["--atol", "7e-4", "--rtol", "1e-5"]),
+CASES = [  # (model, backend, tolerances and options); the CNN's int8 error is spread over most of its nodes (random
+    # weights: 68 of its 69 measured nodes fail on their own), so its search shrinks from all kept
+    ("cnn.onnx", "onnxrt:int8", ["--atol", "5e-4", "--rtol", "0.1"]),
     ("bert.onnx", "onnxrt:fp16", ["--atol", "5e-4", "--rtol", "5e-3"]),
     ("gpt2.onnx", "onnxrt:fp16", ["--atol", "5e-5", "--rtol", "5e-3"]),
     ("vit.onnx", "onnxrt:fp16", ["--atol", "5e-4", "--rtol", "5e-3"]),
