@@ -10,7 +10,7 @@ import sys
 import onnx
 import pytest
 
-from cmpx.precision.search import candidate_bound
+from cmpx.precision.search import candidate_bound, shrink_bound
 from cmpx.testing import models as modelgen
 from conftest import REPO, interruptible
 
@@ -40,6 +40,7 @@ def test_fp16_keeps_exactly_the_planted_nodes_and_a_run_with_the_list_passes(run
     assert 0 < len(lines) <= candidate_bound(14, 4)
     assert "nothing kept: FAILED" in result.output and "all 14 nodes kept: passed" in result.output
     assert "in float32: 4 of 14 node(s) the fp16 transform changes (14 in the model)" in result.output
+    assert "in float32: no multiply-accumulates (no MatMul, Gemm or Conv)" in result.output
     assert "PASSED | 1 comparison(s)" in result.output  # the checking run's own report, with its statistics
     assert result.output.strip().endswith("verdict: PASSED with the list (" + str(out) + ") (exit 0)")
     transformed = onnx.load(str(tmp_path / "kept.fp16.onnx"))
@@ -60,8 +61,12 @@ def test_int8_leaves_exactly_the_outlier_matmul_unquantized(run_cli, tmp_path):
     result = run_cli("precision", model, *INT8, "-o", out)
     assert result.exit_code == 0, result.output
     assert _listed(out) == list(modelgen.INT8_SENSITIVE)
+    # the reference ran once, alone; every later run compared against its saved outputs
+    assert "the reference's outputs, saved once (onnxrt alone" in result.output
+    assert "FAILED (mismatch: onnxrt:int8 vs onnxrt@reference: Y)" in result.output
     assert "unquantized: 1 of 5 node(s) the int8 transform changes" in result.output
     assert "256 of 768 float weight elements (33.3%)" in result.output
+    assert "unquantized: 1024 of 3072 multiply-accumulates of MatMul, Gemm and Conv (33.3%)" in result.output
     assert len(_candidates(result.output)) <= candidate_bound(5, 1)
     again = run_cli("run", model, *INT8[:2], "--backend", "onnxrt", *INT8[4:], "--no-quantize", f"@{out}")
     assert again.exit_code == 0, again.output
@@ -70,13 +75,50 @@ def test_int8_leaves_exactly_the_outlier_matmul_unquantized(run_cli, tmp_path):
     assert "W2" in {i for n in quantized if n.name == "outlier_matmul" for i in n.input}  # its weights unquantized
 
 
+def test_bf16_on_the_reference_evaluator_keeps_only_the_rounding_pair(run_cli, tmp_path):
+    # bfloat16 keeps float32's range, so x**16 no longer overflows as in float16: only x + 65504 - 65504 (its sum
+    # rounds to 8 bits of mantissa) must stay in float32, both of its nodes (ONNX Runtime's CPU runs no bfloat16)
+    model = modelgen.save(modelgen.fp16_islands(), tmp_path / "islands.onnx")
+    out = tmp_path / "kept.txt"
+    bf16 = ["--backend", "onnxref:bf16", "--reference", "onnxref", "--val-range", "X:[1,2.5]", "--atol", "1e-2",
+            "--rtol", "5e-2"]
+    result = run_cli("precision", model, *bf16, "-o", out)
+    assert result.exit_code == 0, result.output
+    assert _listed(out) == ["add_big", "sub_big"]
+    assert "in float32: 2 of 14 node(s) the bf16 transform changes" in result.output
+    transformed = onnx.load(str(tmp_path / "kept.bf16.onnx"))
+    assert any(t.data_type == onnx.TensorProto.BFLOAT16 for t in transformed.graph.initializer)
+    plain = ["run", model, "--backend", "onnxref:bf16", "--backend", "onnxref", *bf16[4:]]
+    assert run_cli(*plain, "--keep-fp32", f"@{out}").exit_code == 0
+    assert run_cli(*plain, "--keep-fp32", "add_big").exit_code == 1  # the pair is needed whole
+
+
+def test_fp8_leaves_exactly_the_three_matmuls_unquantized(run_cli, tmp_path):
+    # float8 E4M3 rounds to 3 bits of mantissa: at rtol 5e-2 every quantized MatMul costs too much, outlier or not;
+    # the Relu is not needed
+    model = modelgen.save(modelgen.int8_outlier(), tmp_path / "outlier.onnx")
+    out = tmp_path / "unquantized.txt"
+    fp8 = ["--backend", "onnxref:fp8", "--reference", "onnxref", "--atol", "1e-2", "--rtol", "5e-2"]
+    result = run_cli("precision", model, *fp8, "-o", out)
+    assert result.exit_code == 0, result.output
+    assert _listed(out) == ["first_matmul", "outlier_matmul", "last_matmul"]
+    # every node fails on its own here, so the search shrinks from all kept (by halves, the least suspect first)
+    assert "most failing on their own: shrinking from all kept" in result.output
+    assert 0 < len(_candidates(result.output)) <= shrink_bound(5, 3), result.output
+    assert "unquantized: 3072 of 3072 multiply-accumulates of MatMul, Gemm and Conv (100.0%)" in result.output
+    plain = ["run", model, "--backend", "onnxref:fp8", "--backend", "onnxref", *fp8[4:]]
+    assert run_cli(*plain, "--no-quantize", f"@{out}").exit_code == 0
+    assert run_cli(*plain, "--no-quantize", "first_matmul", "outlier_matmul").exit_code == 1
+
+
 def test_max_candidates_stops_the_search_with_the_smallest_set_seen_passing(run_cli, tmp_path):
     model = modelgen.save(modelgen.int8_outlier(), tmp_path / "outlier.onnx")
     out = tmp_path / "unquantized.txt"
     # the reference is the backend without a transform, whatever the order and without --reference
     result = run_cli("precision", model, "--backend", "onnxrt", "--backend", "onnxrt:int8", *INT8[4:], "-o", out,
-                     "--max-candidates", "2")
+                     "--max-candidates", "2", "--live-reference")
     assert len(_candidates(result.output)) == 2, result.output
+    assert "saved once" not in result.output and "@reference" not in result.output  # the reference ran every time
     assert "stopped at --max-candidates 2" in result.output and "onnxrt:int8 against onnxrt" in result.output
     assert result.exit_code == 0 and "outlier_matmul" in _listed(out), result.output
 

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cmpx.precision.search import bisect_prefix, candidate_bound, search_kept
+from cmpx.precision.search import bisect_prefix, candidate_bound, search_kept, shrink_bound, shrink_from_all
 
 
 def planted(needed):
@@ -79,3 +79,26 @@ def test_a_stop_raised_by_a_candidate_propagates():
 
     with pytest.raises(Stop):
         search_kept([f"n{i}" for i in range(10)], passes)
+
+
+@settings(max_examples=40)
+@given(st.integers(1, 120).flatmap(lambda n: st.tuples(st.just(n), st.sets(st.integers(0, n - 1), min_size=1,
+                                                                              max_size=n))))
+def test_shrinking_from_all_keeps_exactly_the_planted_nodes_within_its_bound(case):
+    count, positions = case
+    order = [f"n{i}" for i in range(count)]
+    needed = {order[i] for i in positions}
+    passes, calls = planted(needed)
+    assert set(shrink_from_all(order, passes)) == needed
+    assert len(calls) <= shrink_bound(count, len(needed)), (count, positions, len(calls))
+
+
+def test_shrinking_from_all_costs_about_n_when_all_are_needed_and_less_when_the_tail_is_not():
+    order = [f"n{i}" for i in range(94)]
+    costs = {}
+    for needed in (order, order[:60], order[:10]):
+        passes, calls = planted(set(needed))
+        assert shrink_from_all(order, passes) == needed
+        costs[len(needed)] = len(calls)
+    # the grow-and-shrink search costs 198 candidates when all 94 are needed
+    assert costs == {94: 124, 60: 86, 10: 17}

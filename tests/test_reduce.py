@@ -338,3 +338,23 @@ def test_printed_commands_run_as_printed_in_either_tool():
                     "'g$old.json' --atol 1e-9 M:1")
     assert polygraphy_command("r.onnx", "in", "g.json", ["onnxrt"], []) is None  # a cmpx run Polygraphy cannot read
     assert polygraphy_command("r.onnx", "i.json", "g.json", ["onnxref"], []) is None  # no such Polygraphy runner
+
+
+def test_node_lists_from_files_apply_to_the_full_model_and_every_candidate(run_cli, tmp_path):
+    """--keep-fp32 @FILE and --no-quantize @FILE (what cmpx precision writes) are read by cmpx reduce: the fp16
+    model with x + 65504 - 65504 kept in float32 by a file reduces to the other planted island (power16), not to
+    sub_big, where it reduces without the file; the int8 model with its outlier MatMul left out by a file passes."""
+    pair = tmp_path / "pair.txt"
+    pair.write_text("# kept by cmpx precision\nadd_big\nsub_big\n")
+    islands = modelgen.save(modelgen.fp16_islands(), tmp_path / "islands.onnx")
+    result = run_cli("reduce", islands, "--backend", "onnxref:fp16", "--backend", "onnxref", "--val-range",
+                     "X:[1,2.5]", "--atol", "1e-2", "--rtol", "2e-2", "--keep-fp32", f"@{pair}", "-o",
+                     tmp_path / "r.onnx")
+    assert result.exit_code == 1, result.output
+    assert result.output.strip().endswith("kept 1 of 14 node(s): power16 (Mul)"), result.output
+    outlier = tmp_path / "outlier.txt"
+    outlier.write_text("outlier_matmul\n")
+    model = modelgen.save(modelgen.int8_outlier(), tmp_path / "outlier.onnx")
+    result = run_cli("reduce", model, "--backend", "onnxrt:int8", "--backend", "onnxrt", "--atol", "1e-2", "--rtol",
+                     "5e-2", "--no-quantize", f"@{outlier}", "-o", tmp_path / "r2.onnx")
+    assert result.exit_code == 0 and "the full model passes: nothing to reduce" in result.output, result.output

@@ -11,6 +11,7 @@ best set found so far is written first).
 
 from __future__ import annotations
 
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -19,11 +20,15 @@ from typing import TYPE_CHECKING
 from cmpx.errors import ExitCode, UsageError
 from cmpx.outcome.report_data import RunInterrupted
 from cmpx.precision.nodes import kept_option
+from cmpx.precision.macs import fed_shapes
+from cmpx.precision.reference import saved_reference
 from cmpx.precision.request import Pair, PrecisionOptions, with_kept
 
 if TYPE_CHECKING:
     from cmpx.lifecycle.preflight import Preflight
+    from cmpx.options.request import RunRequest
     from cmpx.plugin.manager import PluginSet, PluginSettings
+    from cmpx.precision.reference import SavedReference
     from cmpx.precision.result import Outcome
     from cmpx.reduce.observe import Observation, Observer
 
@@ -61,15 +66,17 @@ def search_precision(options: PrecisionOptions, plugins: PluginSet, settings: Pl
     echo(f"cmpx precision | {options.request.model} | {pair.backend} against {pair.reference} | "
          f"{'keep in float32' if kept_option(pair.kind) == 'keep_fp32' else 'leave unquantized'}: the fewest nodes "
          "that make it pass")
-    observer = Observer(plugins, settings, sum(1 for b in checked.backends if b.python is None),
-                        Progress.for_terminal())
+    observer = Observer(plugins, settings, 1, Progress.for_terminal())
     try:
-        return _search(options, pair, observer, echo)
+        with tempfile.TemporaryDirectory(prefix="cmpx-precision-") as scratch:
+            reference = None if options.live_reference else saved_reference(options.request, checked, pair, scratch)
+            return _search(options, pair, observer, echo, reference, fed_shapes(options.request, checked))
     finally:
         observer.close()
 
 
-def _search(options: PrecisionOptions, pair: Pair, observer: Observer, echo: Callable[[str], None]) -> ExitCode:
+def _search(options: PrecisionOptions, pair: Pair, observer: Observer, echo: Callable[[str], None],
+            reference: SavedReference | None, fed: dict[str, tuple[int, ...]]) -> ExitCode:
     from cmpx.model.graph import load_structure
     from cmpx.model.subgraph import index_graph
     from cmpx.precision.nodes import eligible_nodes
@@ -78,9 +85,9 @@ def _search(options: PrecisionOptions, pair: Pair, observer: Observer, echo: Cal
     request, started = options.request, time.monotonic()
     index = index_graph(load_structure(str(request.model)))
     eligible = eligible_nodes(index, pair.kind, pair.given)
-    outcome = Outcome(index, eligible, pair, started)
+    outcome = Outcome(index, eligible, pair, started, fed=fed)
     try:
-        found = _kept(options, pair, observer, echo, outcome)
+        found = _kept(options, pair, observer, echo, outcome, reference)
     except (KeyboardInterrupt, RunInterrupted):
         outcome.interrupted(options.output, echo)
         raise
@@ -90,18 +97,29 @@ def _search(options: PrecisionOptions, pair: Pair, observer: Observer, echo: Cal
     return finish(options, outcome, kept, observer, echo)
 
 
-def _kept(options: PrecisionOptions, pair: Pair, observer: Observer, echo: Callable[[str], None], outcome: Outcome
-          ) -> ExitCode | tuple[list[str], Outcome]:
+def _kept(options: PrecisionOptions, pair: Pair, observer: Observer, echo: Callable[[str], None], outcome: Outcome,
+          reference: SavedReference | None) -> ExitCode | tuple[list[str], Outcome]:
     """The runs before the search and the search: the nodes to keep and the outcome to write them with, or the
     exit code of a search that cannot start or ends with nothing passing."""
     from cmpx.precision.ranking import suspect_order
-    from cmpx.precision.search import bisect_prefix, candidate_bound, search_kept
+    from cmpx.precision.search import (SINGLES, bisect_prefix, candidate_bound, search_kept, shrink_bound,
+                                       shrink_from_all)
 
     request, started, eligible, index = options.request, outcome.started, outcome.eligible, outcome.index
     total = len(eligible.names)
     say = echo if options.verbose else None
+    compared = request if reference is None else reference.compare  # what every run but the ranking compares
+    observer.spares = 1 if reference is not None else 2  # the workers started ahead for the next run
+    if reference is not None:
+        observer.label("reference", started)
+        saved = _preliminary(observer(reference.save, say), f"the reference's outputs, saved once ({pair.reference} "
+                             f"alone; the runs below compare against them as {reference.name})", echo)
+        cannot = _cannot_run(saved, pair)
+        if cannot:
+            echo(f"cannot search: {cannot} (exit {int(ExitCode.BACKEND_FAILED)})")
+            return ExitCode.BACKEND_FAILED
     observer.label("nothing kept", started)
-    baseline = _preliminary(observer(request, say), "nothing kept", echo)
+    baseline = _preliminary(observer(compared, say), "nothing kept", echo)
     cannot = _cannot_run(baseline, pair)
     if cannot:
         echo(f"cannot search: {cannot} (exit {int(ExitCode.BACKEND_FAILED)})")
@@ -114,7 +132,8 @@ def _kept(options: PrecisionOptions, pair: Pair, observer: Observer, echo: Calla
              f"{_unnamed(eligible.unnamed)} (exit {int(ExitCode.MISMATCH)})")
         return ExitCode.MISMATCH
     observer.label(f"all {total} kept", started)
-    whole = observer(with_kept(request, pair, eligible.names), say)
+    observer.spares = 2  # the workers started during this run serve the ranking, which runs both backends
+    whole = observer(with_kept(compared, pair, eligible.names), say)
     # set before its line is said: Ctrl-C from then on writes every node until a candidate passes
     outcome.all_passed = whole.passed and whole.error is None
     whole = _preliminary(whole, f"all {total} nodes kept", echo)
@@ -124,6 +143,7 @@ def _kept(options: PrecisionOptions, pair: Pair, observer: Observer, echo: Calla
              f"{_unnamed(eligible.unnamed)} (exit {int(ExitCode.MISMATCH)})")
         return ExitCode.MISMATCH
     observer.label("ranking", started)
+    observer.spares = 1 if reference is not None else 2
     ranking = observer(replace(request, mark_all=True, local_error=True))
     producers = {node.name: [index.nodes[index.producer[name]].name for name in node.input if name in index.producer]
                  for node in index.nodes if node.name}
@@ -132,12 +152,16 @@ def _kept(options: PrecisionOptions, pair: Pair, observer: Observer, echo: Calla
     suspects = suspect_order(ranking.report, pair.backend, pair.reference, eligible.names, producers)
     echo(f"ranking: {suspects.measured} node(s) measured, {suspects.failing_alone} failing on their own; first "
          f"divergence: {suspects.first_divergence or 'none among them'} ({ranking.seconds:.1f} s)")
-    echo(f"search: {total} node(s) may be kept ({eligible.unnamed} unnamed cannot be); at most "
-         f"{candidate_bound(total, 1)} candidates if one is needed, {candidate_bound(total, 3)} if 3 "
-         f"(2*ceil(log2 N) + k*(2*ceil(log2 N) + 3) + 1)" +
+    from_all = options.strategy == "search" and 2 * suspects.failing_alone > total  # most nodes are needed
+    outcome.bound = shrink_bound if from_all else candidate_bound
+    how = (f", most failing on their own: shrinking from all kept, by halves, the least suspect first; at most "
+           f"{shrink_bound(total, total)} candidates (min(N + 2N/{SINGLES}, k*(2*ceil(log2 N) + {2 * SINGLES})))"
+           if from_all else f"; at most {candidate_bound(total, 1)} candidates if one is needed, "
+           f"{candidate_bound(total, 3)} if 3 (2*ceil(log2 N) + k*(2*ceil(log2 N) + 3) + 1)")
+    echo(f"search: {total} node(s) may be kept ({eligible.unnamed} unnamed cannot be){how}" +
          (f", --max-candidates {options.max_candidates}" if options.max_candidates else ""))
-    passes = _candidate_runner(options, pair, outcome, observer, echo)
-    strategy = search_kept if options.strategy == "search" else bisect_prefix
+    passes = _candidate_runner(options, compared, pair, outcome, observer, echo)
+    strategy = shrink_from_all if from_all else search_kept if options.strategy == "search" else bisect_prefix
     try:
         return strategy(suspects.order, passes), outcome
     except CandidateLimit:
@@ -169,9 +193,10 @@ def _preliminary(seen: Observation, what: str, echo: Callable[[str], None]) -> O
     return seen
 
 
-def _candidate_runner(options: PrecisionOptions, pair: Pair, outcome: Outcome, observer: Observer,
-                      echo: Callable[[str], None]) -> Callable[[Sequence[str], str], bool]:
-    """``passes`` for the search: one run of the model with those nodes kept, its line printed."""
+def _candidate_runner(options: PrecisionOptions, compared: RunRequest, pair: Pair, outcome: Outcome,
+                      observer: Observer, echo: Callable[[str], None]) -> Callable[[Sequence[str], str], bool]:
+    """``passes`` for the search: one run of ``compared`` (the user's run, its reference maybe saved) with those
+    nodes kept, its line printed."""
     total = len(outcome.eligible.names)
 
     def passes(nodes: Sequence[str], step: str) -> bool:
@@ -181,7 +206,7 @@ def _candidate_runner(options: PrecisionOptions, pair: Pair, outcome: Outcome, o
         best = len(outcome.best) if outcome.best is not None else None
         observer.label(f"candidate {outcome.count} ({step}), {len(nodes)}/{total} kept, best "
                        f"{best if best is not None else '-'}", outcome.started)
-        seen = observer(with_kept(options.request, pair, nodes), echo if options.verbose else None)
+        seen = observer(with_kept(compared, pair, nodes), echo if options.verbose else None)
         passed = seen.passed
         if passed and (outcome.best is None or len(nodes) < len(outcome.best)):
             outcome.best = list(nodes)

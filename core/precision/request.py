@@ -20,6 +20,7 @@ class PrecisionOptions:
     max_candidates: int | None = None
     strategy: str = "search"
     verbose: bool = False  # each run's own report too
+    live_reference: bool = False  # run the reference on every candidate, not once (cmpx.precision.reference)
 
 
 @dataclass(frozen=True)

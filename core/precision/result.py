@@ -9,10 +9,11 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from cmpx.errors import ExitCode, UsageError
+from cmpx.precision.macs import fed_index, mac_share, mac_words
 from cmpx.precision.nodes import kept_option, weight_share, write_node_list
 from cmpx.precision.search import candidate_bound
 
@@ -34,6 +35,8 @@ class Outcome:
     best: list[str] | None = None
     finished: bool = True  # False: --max-candidates stopped it
     all_passed: bool = False  # every eligible node kept was seen passing (before any candidate)
+    bound: Callable[[int, int], int] = candidate_bound  # the most candidates for N nodes with k kept
+    fed: dict[str, tuple[int, ...]] = field(default_factory=dict)  # each input's shape as the runs feed it
 
     def header(self, note: str) -> list[str]:
         option = "--" + kept_option(self.pair.kind).replace("_", "-")
@@ -89,8 +92,9 @@ def finish(options: PrecisionOptions, outcome: Outcome, kept: Sequence[str], obs
     what = "in float32" if option == "keep_fp32" else "unquantized"
     echo(f"{what}: {len(kept)} of {total} node(s) the {pair.kind} transform changes ({len(outcome.index.nodes)} in "
          f"the model); {weights} of {all_weights} float weight elements ({share})")
+    echo(f"{what}: {mac_words(mac_share(fed_index(outcome.index, outcome.fed), kept))}")
     echo(f"{outcome.count} candidate(s) in {time.monotonic() - outcome.started:.1f} s (at most "
-         f"{candidate_bound(total, len(kept))} for {total} node(s) with {len(kept)} kept)" +
+         f"{outcome.bound(total, len(kept))} for {total} node(s) with {len(kept)} kept)" +
          ("" if outcome.finished else "; stopped by --max-candidates"))
     if seen.passed:
         echo(f"verdict: PASSED with the list ({path}) (exit {int(ExitCode.PASSED)})")

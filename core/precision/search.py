@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
+SINGLES = 4  # a failing group this small is tried node by node in shrink_from_all
 Passes = Callable[[Sequence[str], str], bool]  # (nodes kept, the step: grow, shrink or check) -> passes
 
 
@@ -104,6 +105,44 @@ def drop_unneeded(kept: list[str], passes: Passes) -> list[str]:
         if trial and passes(trial, "check"):
             kept = trial
     return kept
+
+
+def shrink_from_all(order: Sequence[str], passes: Passes) -> list[str]:
+    """The nodes to keep when most are needed (the ranking finds most failing on their own): start from all of
+    ``order`` kept and drop groups, the least suspect first: a group whose removal passes goes, one whose removal
+    fails is split in halves, each tried in turn, a half of SINGLES nodes or fewer node by node (most of them are
+    needed, so trying the half whole would only fail). Every node kept was seen failing when
+    dropped (from a set that holds the one returned: where passing is monotonic, it is needed there too). At most
+    ``shrink_bound(N, k)`` candidates."""
+    run = Memo(passes)
+    kept = list(order)
+
+    def drop(group: list[str]) -> None:
+        nonlocal kept
+        gone = set(group)
+        trial = [node for node in kept if node not in gone]
+        if not group or (trial and run(trial, "shrink")):  # keeping nothing is known to fail
+            kept = trial
+            return
+        if len(group) > 1:
+            split(group)
+
+    def split(group: list[str]) -> None:
+        half = len(group) // 2
+        for part in (group[:half], group[half:]):
+            for piece in ([[node] for node in part] if len(part) <= SINGLES else [part]):
+                drop(piece)
+
+    split(list(reversed(order)))
+    return [node for node in order if node in kept]
+
+
+def shrink_bound(count: int, kept: int) -> int:
+    """The most candidates ``shrink_from_all`` runs for ``count`` nodes of which it keeps ``kept``: two per failing
+    group (each on a kept node's path of ceil(log2 N) halvings), 2 * SINGLES per failing group split into single
+    nodes; never more than the groups of over SINGLES nodes there are (fewer than 2N / SINGLES) and N singles."""
+    log = math.ceil(math.log2(max(count, 2)))
+    return min(count + 2 * count // SINGLES, max(kept, 1) * (2 * log + 2 * SINGLES))
 
 
 def bisect_prefix(order: Sequence[str], passes: Passes) -> list[str]:

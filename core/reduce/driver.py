@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from cmpx.errors import ExitCode, UsageError
 from cmpx.reduce.command_lines import polygraphy_command
-from cmpx.reduce.observe import FAIL_ON, FAILING, Observation, Observer
+from cmpx.reduce.observe import FAIL_ON, FAILING, Observation, Observer, for_backends
 from cmpx.options.words import command_line, request_words
 from cmpx.options.table import COMPARISON
 
@@ -128,7 +128,7 @@ def _reduce(options: ReduceOptions, checked: Preflight, observer: Observer, echo
             return ExitCode.BACKEND_FAILED
         source = maker.values.backend
         live = {b.name: word for b, word in zip(checked.backends, request.backends) if b.name != source}
-        verifying = _for_backends(request, checked, set(live))
+        verifying = for_backends(request, checked, set(live))
         shown = tuple(request_words(verifying, (), [b.spec for b in checked.backends if b.name in live]))
         every = tuple(request_words(request, ("backends", "reference"), [b.spec for b in checked.backends]))
         marking = next(b.spec.marking_changes_fusion for b in checked.backends if b.name == source)
@@ -225,7 +225,7 @@ def _values(request: RunRequest, checked: Preflight, whole: Observation, scratch
     backend = usable[0]
     outputs, inputs = os.path.join(scratch, "values"), os.path.join(scratch, "values-inputs")
     observer.label("reference values", time.monotonic())
-    seen = observer(values_request(_for_backends(request, checked, {backend}), words[backend], outputs, inputs))
+    seen = observer(values_request(for_backends(request, checked, {backend}), words[backend], outputs, inputs))
     if seen.error is not None or seen.failures:
         echo(f"cannot reduce: {backend} failed to compute every tensor of the model: {seen.error or seen.verdict()} "
              f"(exit {int(ExitCode.BACKEND_FAILED)})")
@@ -342,18 +342,6 @@ def _write_outputs(maker: CandidateMaker, candidate: Candidate, path: str) -> No
             writer.add(maker.values.backend, iteration, maker.values.load(iteration, outputs), None)
     finally:
         writer.close()
-
-
-def _for_backends(request: RunRequest, checked: Preflight, names: set[str]) -> RunRequest:
-    """The request for a run of only the backends ``names``: the options of the others left out (a run refuses
-    options of backends it does not use)."""
-    specs = {b.name: b.spec for b in checked.backends}
-    kept = {specs[n].param(o) for n in names for o in specs[n].options}
-    dropped = {spec.param(o) for n, spec in specs.items() if n not in names for o in spec.options} - kept
-    request = replace(request, backend_options={k: v for k, v in request.backend_options.items() if k not in dropped})
-    if not any(b.transform for b in checked.backends if b.name in names):  # node lists of the transforms it lacks
-        request = replace(request, keep_fp32=(), no_quantize=())
-    return request
 
 
 def _verify(options: ReduceOptions, maker: CandidateMaker, candidate: Candidate, written: Written, fail_on: str,

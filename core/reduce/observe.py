@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from cmpx.errors import CmpxError, telling_line
 from cmpx.outcome.report_data import RunInterrupted
 
 if TYPE_CHECKING:
+    from cmpx.lifecycle.preflight import Preflight
     from cmpx.plugin.manager import PluginSet, PluginSettings
     from cmpx.report import Report
     from cmpx.reports.terminal import Progress
@@ -161,3 +162,15 @@ def observe(request: RunRequest, plugins: PluginSet, settings: PluginSettings,
     except CmpxError as exc:
         return Observation(error=str(exc), seconds=time.monotonic() - started, warnings=warnings)
     return Observation.of(report, time.monotonic() - started, warnings)
+
+
+def for_backends(request: RunRequest, checked: Preflight, names: set[str]) -> RunRequest:
+    """The request for a run of only the backends ``names``: the options of the others left out (a run refuses
+    options of backends it does not use). Its ``backends`` are left to the caller."""
+    specs = {b.name: b.spec for b in checked.backends}
+    kept = {specs[n].param(o) for n in names for o in specs[n].options}
+    dropped = {spec.param(o) for n, spec in specs.items() if n not in names for o in spec.options} - kept
+    request = replace(request, backend_options={k: v for k, v in request.backend_options.items() if k not in dropped})
+    if not any(b.transform for b in checked.backends if b.name in names):  # node lists of the transforms it lacks
+        request = replace(request, keep_fp32=(), no_quantize=())
+    return request
