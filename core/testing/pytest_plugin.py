@@ -81,5 +81,7 @@ def cmpx_cli(monkeypatch):
         return runner.invoke(cli, words, env=dict(env or {}), catch_exceptions=False)
 
     yield invoke
-    assert segments() - before == set(), "a cmpx run left shared-memory segments behind"
+    # workers first: a worker being stopped (the spare of a run refused early) removes its own segments as it exits
     assert settled(worker_processes) == [], "a cmpx run left worker processes behind"
+    left = settled(lambda: sorted(segments() - before))
+    assert left == [], f"a cmpx run left shared-memory segments behind: {', '.join(left)}"
