@@ -80,10 +80,7 @@ def run_cmpx(*args: str, env: dict | None = None, timeout: float = 120) -> subpr
 
 
 def pytest_collection_modifyitems(config, items):
-    """The Ray tests first: under -n they run one after the other in one process (their xdist_group), minutes in
-    all, so started last they would leave the other processes idle at the end. Tests marked gpu need a CUDA device
-    and TensorRT; elsewhere they are skipped, saying why."""
-    items.sort(key=lambda item: 0 if any(mark.args == ("ray",) for mark in item.iter_markers("xdist_group")) else 1)
+    """Tests marked gpu need a CUDA device and TensorRT; elsewhere they are skipped, saying why."""
     from cmpx_trt.probe import cuda_problem
 
     reason = cuda_problem()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
+from typing import TypeVar
 
 from cmpx.transport import runspace, shm
 
@@ -98,9 +99,10 @@ def _process_alive(pid: int) -> bool:
 # A process killed with its group (a worker's helper) is gone a moment after the kill, not at once: on a busy
 # machine the kernel may not have run its exit yet. A leak is a process still there after this.
 SETTLE_SECONDS = 5.0
+T = TypeVar("T")
 
 
-def settled(live: Callable[[], list[int]]) -> list[int]:
+def settled(live: Callable[[], list[T]]) -> list[T]:
     """``live()`` once it is empty, or what is still there after SETTLE_SECONDS."""
     deadline = time.monotonic() + SETTLE_SECONDS
     found = live()
