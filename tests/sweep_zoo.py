@@ -81,3 +81,22 @@ def processes_marked(marker: str) -> list[int]:
         if needle in environ and state != "Z":
             found.append(int(entry))
     return found
+
+
+def descendants(pid: int) -> set[int]:
+    """Every process below ``pid`` (not ``pid`` itself), read from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    parent = int(f.read().rsplit(")", 1)[1].split()[1])
+            except OSError:
+                continue
+            children.setdefault(parent, []).append(int(entry))
+    found, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.add(child)
+            todo.append(child)
+    return found

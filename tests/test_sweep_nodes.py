@@ -19,7 +19,7 @@ import time
 import pytest
 
 from conftest import REPO
-from sweep_zoo import THREAD_PROBE, summary, verdicts, write_zoo
+from sweep_zoo import THREAD_PROBE, descendants, summary, verdicts, write_zoo
 
 pytest.importorskip("ray", reason="Ray is not installed: pip install 'cmpx[ray]' (.ci/run installs it)")
 
@@ -55,25 +55,6 @@ def _can_unshare() -> str | None:
     return None if done.returncode == 0 else f"unshare -m fails here: {done.stderr.strip()}"
 
 
-def _tree(pid: int) -> set[int]:
-    """``pid`` and every process below it."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    parent = int(f.read().rsplit(")", 1)[1].split()[1])
-            except OSError:
-                continue
-            children.setdefault(parent, []).append(int(entry))
-    found, todo = {pid}, [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.add(child)
-            todo.append(child)
-    return found
-
-
 def _state(pid: int) -> str:
     try:
         with open(f"/proc/{pid}/stat") as f:
@@ -85,7 +66,7 @@ def _state(pid: int) -> str:
 def _stop(process: subprocess.Popen) -> None:
     """Kill a `ray start --block` and every process of its node (all started by this test), and wait until they
     are gone: its own way out (SIGTERM) takes 20 s on a busy machine."""
-    pids = _tree(process.pid)
+    pids = {process.pid} | descendants(process.pid)
     for pid in pids:
         try:
             os.kill(pid, signal.SIGKILL)

@@ -12,30 +12,12 @@ import pytest
 from cmpx.sweep import window
 
 from conftest import REPO, run_cmpx
-from sweep_zoo import VERDICTS, processes_marked, summary, verdicts, write_zoo
+from sweep_zoo import VERDICTS, descendants, processes_marked, summary, verdicts, write_zoo
 
 ray = pytest.importorskip("ray", reason="Ray is not installed: pip install 'cmpx[ray]' (.ci/run installs it)")
 
 # One local Ray per test process: in a parallel suite (-n) these tests run one after the other in one process.
 pytestmark = pytest.mark.xdist_group("ray")
-
-
-def _descendants(pid: int) -> set[int]:
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    parent = int(f.read().rsplit(")", 1)[1].split()[1])
-            except OSError:
-                continue
-            children.setdefault(parent, []).append(int(entry))
-    found, todo = set(), [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.add(child)
-            todo.append(child)
-    return found
 
 
 def _alive(pids: set[int]) -> set[int]:
@@ -53,10 +35,10 @@ def _alive(pids: set[int]) -> set[int]:
 @pytest.fixture(scope="module")
 def local_ray():
     """A local Ray with 2 CPUs for this module's tests; shut down after them, leaving no process behind."""
-    before = _descendants(os.getpid())
+    before = descendants(os.getpid())
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)  # never another Ray
     yield
-    started = _descendants(os.getpid()) - before
+    started = descendants(os.getpid()) - before
     ray.shutdown()
     deadline = time.monotonic() + 15
     while _alive(started) and time.monotonic() < deadline:
