@@ -2,6 +2,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -77,6 +78,25 @@ def test_orphans_of_dead_runs_are_swept_and_live_runs_are_not(prefix):
     assert dead + "in0" in removed and dead + "lock" in removed
     assert shm.list_segments(dead) == []
     assert shm.list_segments(prefix) == [prefix + "in0", prefix + "lock"]  # ours: alive, whatever its pid says
+
+
+def test_a_lock_still_under_its_temporary_name_is_left_alone_while_young():
+    """A run makes its lock under a temporary name, then locks and renames it: in between, the file is unlocked.
+    A sweep at that moment once removed it and the starting run failed with FileNotFoundError on the rename (a
+    sweep cell's "internal error"). A young one is left alone; one a run died holding is removed once old."""
+    name = f".cmpx-{os.getpid()}-{os.urandom(4).hex()}-lock"
+    path = os.path.join(shm.SHM_DIR, name)
+    open(path, "w").close()
+    try:
+        assert name not in runspace.sweep_orphans()
+        assert os.path.exists(path)
+        old = time.time() - 2 * runspace.STAGING_GRACE_SECONDS
+        os.utime(path, (old, old))
+        assert name in runspace.sweep_orphans()
+        assert not os.path.exists(path)
+    finally:
+        if os.path.exists(path):
+            os.unlink(path)
 
 
 def test_liveness_is_the_lock_not_the_pid():

@@ -16,12 +16,16 @@ import os
 import shutil
 import stat
 import tempfile
+import time
 
 from cmpx.memory import SHM_DIR
 
 PREFIX = "cmpx-"  # every file cmpx makes in /dev/shm
 LOCK_SUFFIX = "lock"
 SCRATCH = "scratch-"
+# A lock under its temporary name is unlocked for a moment (between its creation and flock): one that young may be a
+# run starting now, not a run that died before renaming it, and is left alone.
+STAGING_GRACE_SECONDS = 60.0
 
 
 class RunSpace:
@@ -85,9 +89,10 @@ def sweep_orphans() -> list[str]:
         if name.startswith(f".{PREFIX}") and name.endswith(LOCK_SUFFIX):  # a run that died before renaming its lock
             fd = _take_dead_lock(os.path.join(SHM_DIR, name))
             if fd is not None:
-                os.unlink(os.path.join(SHM_DIR, name))
+                if time.time() - os.fstat(fd).st_mtime > STAGING_GRACE_SECONDS:
+                    os.unlink(os.path.join(SHM_DIR, name))
+                    removed.append(name)
                 os.close(fd)
-                removed.append(name)
             continue
         if not (name.startswith(PREFIX) and name.endswith(LOCK_SUFFIX)):
             continue
