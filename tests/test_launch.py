@@ -15,7 +15,7 @@ import cmpx
 from cmpx.options.argv import prescan
 from cmpx.plugin.manager import PluginSettings, make_plugin_manager
 from cmpx.testing.leaks import worker_processes
-from cmpx.transport import supervisor
+from cmpx.transport import forking, supervisor
 from cmpx.transport.pool import WorkerPool, release_workers, worker_environment
 
 REPO = Path(__file__).resolve().parent.parent
@@ -174,8 +174,30 @@ def test_the_run_is_done_by_the_workers_started_before_plugin_discovery(tmp_path
                           cwd=REPO, env=dict(os.environ, CMPX_TEST_SPY_FILE=str(spy)), timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     seen = [line.split() for line in spy.read_text().splitlines()]
-    assert seen[0][0] == "import" and len(seen[0]) == 3  # two workers already alive while plugins load
+    # two backends: their fork server is already alive (importing numpy) while plugins load, and forks both workers
+    assert seen[0][0] == "import" and len(seen[0]) == 2 and seen[0][1].startswith("server:"), seen
+    compared = {tuple(line) for line in seen if line[0] == "compare"}
+    assert len(compared) == 1 and len(next(iter(compared))) == 4 and next(iter(compared))[-1] == seen[0][1], seen
+
+
+def test_the_run_of_one_backend_is_done_by_the_spare_started_before_plugin_discovery(tmp_path):
+    spy = tmp_path / "spy.txt"
+    done = subprocess.run([sys.executable, "-m", "cmpx", "-p", "cmpx_test_spy", "run", EXAMPLE, "--backend", "onnxrt",
+                           "--load-outputs", _saved_onnxref_run(tmp_path), "--compare", "simple", "spy"],
+                          capture_output=True, text=True, cwd=REPO, env=dict(os.environ, CMPX_TEST_SPY_FILE=str(spy)),
+                          timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    seen = [line.split() for line in spy.read_text().splitlines()]
+    assert seen[0][0] == "import" and len(seen[0]) == 2 and seen[0][1].isdigit(), seen  # the spare, already alive
     assert {tuple(line) for line in seen if line[0] == "compare"} == {("compare", *seen[0][1:])}
+
+
+def _saved_onnxref_run(tmp_path) -> str:
+    path = tmp_path / "onnxref.json"
+    done = subprocess.run([sys.executable, "-m", "cmpx", "run", EXAMPLE, "--backend", "onnxref", "--backend", "onnxrt",
+                           "--save-outputs", str(path)], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return str(path)
 
 
 @pytest.fixture
@@ -200,13 +222,17 @@ def test_spares_that_cannot_be_spawned_only_lose_the_head_start(monkeypatch, cap
             raise OSError(11, "Resource temporarily unavailable")
         return real_spawn(env)
 
+    def no_fork_server(env):
+        raise OSError(11, "Resource temporarily unavailable")
+
     monkeypatch.setattr(supervisor, "spawn_worker", spawn_failing_first)
+    monkeypatch.setattr(forking, "ForkServer", no_fork_server)  # two backends: spares only without a fork server
     monkeypatch.setenv("OPENBLAS_THREAD_TIMEOUT", "4")  # restored afterwards, as launch sets it in os.environ
     monkeypatch.setattr(sys, "argv", ["cmpx", "run", EXAMPLE, "--backend", "onnxrt", "--backend", "onnxref"])
     with pytest.raises(SystemExit) as exited:
         launch.main()
     assert exited.value.code == 0, capsys.readouterr()
-    assert len(calls) == 3  # the failed spare, then the run's own two workers
+    assert len(calls) == 3  # the first spare failed, the second was taken, then the run spawned its other worker
     assert worker_processes() == []
 
 

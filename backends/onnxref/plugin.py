@@ -9,6 +9,7 @@ def register_backends(registry):
         "onnxref", "cmpx_onnxref.backend:OnnxrefBackend",
         description="onnx.reference.ReferenceEvaluator: slow, exact CPU reference in numpy",
         supports_marking=True, runs_subgraphs=True, frameworks=("onnx",),
+        forkable=True,
         options=[BackendOption(
             "opset", type=int,
             help="run the model converted to this opset (ONNX's version converter), e.g. to avoid the reference "

@@ -24,6 +24,7 @@ def register_backends(registry):
                      "Runtime's own default]"),
         ],
         supports_marking=True, runs_subgraphs=True, marking_changes_qdq_fusion=True,
+        forkable=True,
         transform_notes={"fp16": "ONNX Runtime's CPU provider has float16 kernels for few ops: it casts around the "
                                  "others and computes chains of them in float32, so this is not true float16 "
                                  "arithmetic (onnxref:fp16 computes in float16, as TensorRT does)"},

@@ -2,9 +2,11 @@
 then hand over to the click CLI.
 
 A worker's interpreter takes about as long to start and import numpy as this process takes to import click,
-discover plugins and parse options, so both happen at once: spare workers are spawned here, one per
-``--backend`` on the command line, into the pool the run takes its workers from. Spares left over (bad options,
-fewer backends than counted) are stopped before cmpx exits.
+discover plugins and parse options, so both happen at once: for one ``--backend`` on the command line a spare
+worker is spawned here, into the pool the run takes its workers from; for several, a fork server
+(cmpx.transport.worker.forkserver), which imports numpy now and each forkable framework once, then forks the
+workers. Spares left over (bad options, fewer backends than counted) are stopped, and the fork server closed,
+before cmpx exits.
 """
 
 from __future__ import annotations
@@ -38,8 +40,10 @@ def main() -> None:
         for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # the exit itself is not interrupted
             signal.signal(signum, signal.SIG_IGN)
         pool = _spares.pop() if _spares else None
-        if pool is not None:  # an interrupt or an error before the run took the spares
+        if pool is not None:  # the spares no run took (an interrupt, an error); the fork server, after its workers
             pool.release()
+            if pool.server is not None:  # its workers are released: it exits at once
+                pool.server.close(grace=1.0)
     sys.stdout.flush()
     sys.exit(code)
 
@@ -71,10 +75,19 @@ def _run(keep: Callable[[Any], Any]) -> int:
     count = 0 if COMPLETION_VARIABLE in os.environ else min(scan.backends, MAX_SPARES)
     pool = None
     try:
-        if count:
+        if count == 1:
             from cmpx.transport.pool import WorkerPool
 
-            pool = keep(WorkerPool(count))
+            pool = keep(WorkerPool(1))
+        elif count:  # one fork server imports numpy, then each forkable framework, once for all the workers
+            from cmpx.transport.forking import ForkServer
+            from cmpx.transport.pool import WorkerPool, worker_environment
+
+            env = worker_environment()
+            try:
+                pool = keep(WorkerPool(env=env, server=ForkServer(env)))
+            except OSError:
+                pool = keep(WorkerPool(count))
         from cmpx.cli.invocation import Invocation
         from cmpx.cli.main import cli
 

@@ -141,7 +141,8 @@ def _oracle(floor: str | None, plugins: Any, model: str | None) -> bool:
 def _run(run: Any, here: Any, echo: Callable[[str], None]) -> Any:
     from cmpx.lifecycle.session import Session
 
-    with Session(run, here.plugins, here.settings, warn=lambda message: echo(f"warning: {message}")) as session:
+    with Session(run, here.plugins, here.settings, warn=lambda message: echo(f"warning: {message}"),
+                 pool=here.pool) as session:
         report = session.run()
     if report.failures:
         if ORACLE in report.failures:

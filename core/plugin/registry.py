@@ -69,6 +69,10 @@ class BackendSpec:
     runs_subgraphs: bool = True  # it can load a model cut out of the run's model (a slice of a sliced run)
     transform_notes: tuple[tuple[str, str], ...] = ()  # (transform, what a pass on it does not prove), for the hint
     marking_changes_qdq_fusion: bool = False  # marked tensors stop it fusing Q/DQ pairs (ONNX Runtime's int8 kernels)
+    # importing ``target``'s module (and the framework it imports) starts nothing a fork would break (no device
+    # context, no thread the framework needs later): cmpx may import it once in its fork server and fork workers
+    # from there, instead of importing it again in every worker (cmpx.transport.worker.forkserver)
+    forkable: bool = False
     provenance: Provenance = field(default=Provenance("?"), compare=False)
 
     def flag(self, option: BackendOption) -> str:
@@ -182,7 +186,8 @@ class BackendRegistry(_Registry[BackendSpec]):
     def add(self, name: str, target: str, *, description: str = "", options: Sequence[BackendOption] = (),
             supports_marking: bool = False, model_formats: Sequence[str] = (), precision_flags: Sequence[str] = (),
             marking_changes_fusion: bool = False, frameworks: Sequence[str] = (), runs_subgraphs: bool = True,
-            transform_notes: Mapping[str, str] | None = None, marking_changes_qdq_fusion: bool = False) -> None:
+            transform_notes: Mapping[str, str] | None = None, marking_changes_qdq_fusion: bool = False,
+            forkable: bool = False) -> None:
         """Register backend ``name`` implemented by the class at ``target`` ("package.module:Class").
 
         ``model_formats``: suffixes of model files in the backend's own format that it loads directly (".engine",
@@ -197,7 +202,10 @@ class BackendRegistry(_Registry[BackendSpec]):
         engine). ``transform_notes``: per transform (``fp16``), what a passing comparison on it does not prove
         about the framework (ONNX Runtime's CPU provider runs most float16 ops in float32): said in the summary when
         such a pair passes. ``marking_changes_qdq_fusion``: marking tensors of a quantized (Q/DQ) graph stops the
-        backend fusing Q/DQ pairs into quantized kernels, so a marked int8 run computes other numbers (a warning)."""
+        backend fusing Q/DQ pairs into quantized kernels, so a marked int8 run computes other numbers (a warning).
+        ``forkable``: importing ``target``'s module starts no thread and touches no device (ONNX Runtime, numpy),
+        so cmpx may import it once in its fork server and fork workers that already have it; leave it False for a
+        framework that starts threads or a device context on import (TensorRT, CUDA)."""
         if not isinstance(target, str) or not _TARGET.match(target):
             raise PluginError(f"backend {name!r}: target {target!r} must look like 'package.module:ClassName'")
         if isinstance(model_formats, str):
@@ -225,7 +233,7 @@ class BackendRegistry(_Registry[BackendSpec]):
                               tuple(precision_flags), marking_changes_fusion, tuple(frameworks),
                               bool(runs_subgraphs),
                               tuple((str(k), str(v)) for k, v in (transform_notes or {}).items()),
-                              bool(marking_changes_qdq_fusion), provenance=self._stamp()))
+                              bool(marking_changes_qdq_fusion), bool(forkable), provenance=self._stamp()))
 
 
 def _check_factory(kind: str, name: str, factory: Any) -> None:

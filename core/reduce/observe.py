@@ -101,23 +101,36 @@ class Observation:
 
 
 class Observer:
-    """Runs one model after another, each in a Session of its own with fresh workers. The workers of the next run
-    are spawned while the current one runs (a fresh interpreter takes a while to start; it is told its backend only
-    when its run begins), so no worker ever serves two runs. ``close`` stops the spares left."""
+    """Runs one model after another, each in a Session of its own with fresh workers, so no worker ever serves two
+    runs. The workers are forked from one fork server kept for all the runs (cmpx.transport.worker.forkserver),
+    which imports numpy and each forkable backend's framework once instead of once per worker and run; where it
+    cannot be used, the workers of the next run are spawned while the current one runs (a fresh interpreter takes
+    a while to start; it is told its backend only when its run begins). ``close`` stops the spares and the
+    server."""
 
     def __init__(self, plugins: PluginSet, settings: PluginSettings, spares: int, progress: Progress | None = None):
+        from cmpx.transport.forking import ForkServer
+        from cmpx.transport.pool import worker_environment
+
         self.progress = progress  # a terminal's progress line, for the runs whose report is not shown
         self.plugins = plugins
         self.settings = settings
         self.spares = spares
         self._next: WorkerPool | None = None
+        try:
+            self.server: ForkServer | None = ForkServer(worker_environment())
+        except OSError:
+            self.server = None
 
     def __call__(self, request: RunRequest, echo: Callable[[str], None] | None = None) -> Observation:
         from cmpx.transport.pool import WorkerPool
 
         pool, self._next = self._next, None
         try:
-            self._next = WorkerPool(self.spares)
+            if self.server is not None and not self.server.broken:
+                pool = pool or WorkerPool(server=self.server)
+            else:
+                self._next = WorkerPool(self.spares)
             return observe(request, self.plugins, self.settings, echo, pool, None if echo else self.progress)
         finally:
             if pool is not None:
@@ -135,6 +148,9 @@ class Observer:
         pool, self._next = self._next, None
         if pool is not None:
             pool.release()
+        server, self.server = self.server, None
+        if server is not None:
+            server.close()
 
 
 def observe(request: RunRequest, plugins: PluginSet, settings: PluginSettings,

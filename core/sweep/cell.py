@@ -19,16 +19,20 @@ import time
 import traceback
 from collections.abc import Iterable
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cmpx.errors import ExitCode
 from cmpx.sweep.node_check import node_problem
 from cmpx.sweep.outcome import CellOutcome
 from cmpx.sweep.threads import thread_settings
 
+if TYPE_CHECKING:
+    from cmpx.transport.forking import ForkServers
 
-def run_cell(task: dict[str, Any]) -> CellOutcome:
-    """Run ``task`` (cmpx.sweep.matrix.Cell.task) here; never raises but for a second interrupt."""
+
+def run_cell(task: dict[str, Any], servers: ForkServers | None = None) -> CellOutcome:
+    """Run ``task`` (cmpx.sweep.matrix.Cell.task) here, its workers forked from ``servers`` where one serves the
+    cell's environment; never raises but for a second interrupt."""
     from cmpx.errors import CmpxError
     from cmpx.report import Report
     from cmpx.outcome.report_data import RunInterrupted
@@ -52,7 +56,7 @@ def run_cell(task: dict[str, Any]) -> CellOutcome:
     try:
         _make_directories(task.get("directories", ()))
         with thread_settings(threads):
-            report = _run(task, lines)
+            report = _run(task, lines, servers)
         document = report.to_dict()
         outcome = replace(outcome, exit_code=report.exit_code, report=document, page=_page(document, lines))
     except RunInterrupted as exc:
@@ -101,7 +105,7 @@ def _finish(outcome: CellOutcome, lines: list[str], started: float) -> CellOutco
     return replace(outcome, seconds=time.monotonic() - started, log=log)
 
 
-def _run(task: dict[str, Any], lines: list[str]):
+def _run(task: dict[str, Any], lines: list[str], servers: ForkServers | None = None):
     """The run itself: the words parsed by ``cmpx run``'s own command, a Session with the text report kept in
     ``lines``."""
     from cmpx.options.grammar import request_from_words
@@ -117,8 +121,14 @@ def _run(task: dict[str, Any], lines: list[str]):
     def reporter_for(plan):
         return TextReporter(plan, lines.append, debug=cli["debug"], verbosity=verbosity)
 
+    pool = None
+    if servers is not None:
+        from cmpx.transport.pool import WorkerPool, worker_environment
+
+        env = worker_environment()
+        pool = WorkerPool(env=env, server=servers.for_environment(env))
     with Session(request, plugins, settings, reporter_for=reporter_for,
-                 warn=lambda message: lines.append(f"warning: {message}")) as session:
+                 warn=lambda message: lines.append(f"warning: {message}"), pool=pool) as session:
         return session.run()
 
 

@@ -30,14 +30,19 @@ def main(argv: list[str]) -> int:
     quiet_idle_threads(os.environ)
     signal.signal(signal.SIGTERM, _interrupt_once)
     from cmpx.sweep.cell import run_cell
+    from cmpx.transport.forking import ForkServers
 
-    with os.fdopen(results_fd, "w", encoding="utf-8") as results:
-        for line in sys.stdin:
-            outcome = run_cell(json.loads(line))
-            results.write(json.dumps(outcome.to_dict(), allow_nan=False) + "\n")
-            results.flush()
-            if outcome.interrupted:
-                return ExitCode.INTERRUPTED
+    servers = ForkServers()  # its cells' workers are forked, numpy and the forkable frameworks imported once
+    try:
+        with os.fdopen(results_fd, "w", encoding="utf-8") as results:
+            for line in sys.stdin:
+                outcome = run_cell(json.loads(line), servers)
+                results.write(json.dumps(outcome.to_dict(), allow_nan=False) + "\n")
+                results.flush()
+                if outcome.interrupted:
+                    return ExitCode.INTERRUPTED
+    finally:
+        servers.close()
     return ExitCode.PASSED
 
 

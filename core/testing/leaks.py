@@ -11,8 +11,12 @@ from typing import TypeVar
 from cmpx.transport import runspace, shm
 
 
-def _processes(module: bytes) -> dict[int, list[bytes]]:
-    """Live processes running ``python -m MODULE ...``: pid -> the arguments after the module name."""
+FORK_SERVER = b"cmpx.transport.worker.forkserver"
+
+
+def _processes(module: bytes, name: bytes | None = None) -> dict[int, list[bytes]]:
+    """Live processes running ``python -m MODULE ...`` (and named ``name``, if given: /proc/PID/comm): pid -> the
+    arguments after the module name."""
     found = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -20,20 +24,45 @@ def _processes(module: bytes) -> dict[int, list[bytes]]:
         try:
             with open(f"/proc/{entry}/cmdline", "rb") as f:
                 argv = f.read().split(b"\0")
+            if module not in argv:
+                continue
             with open(f"/proc/{entry}/stat") as f:
                 state = f.read().rsplit(")", 1)[1].split()[0]
+            if name is not None:
+                with open(f"/proc/{entry}/comm", "rb") as f:
+                    if f.read().strip() != name:
+                        continue
         except OSError:
             continue
-        if module in argv and state != "Z":
+        if state != "Z":
             found[int(entry)] = argv[argv.index(module) + 1:]
     return found
 
 
+def _forked_workers() -> dict[int, list[bytes]]:
+    """Workers forked by a fork server: its command line (``... forkserver COORDINATOR_PID SOCKET_FD``), their own
+    name (cmpx.transport.worker.forkserver)."""
+    from cmpx.transport.worker.forkserver import WORKER_NAME
+
+    return _processes(FORK_SERVER, WORKER_NAME)
+
+
 def worker_processes(parent: int | None = None) -> list[int]:
-    """PIDs of live cmpx workers started by ``parent`` (default: this process)."""
+    """PIDs of live cmpx workers started by ``parent`` (default: this process), spawned or forked by its fork
+    server."""
     parent = os.getpid() if parent is None else parent
+    me = str(parent).encode()
     # python -m cmpx.transport.worker FD_IN FD_OUT PARENT_PID
-    return [pid for pid, args in _processes(b"cmpx.transport.worker").items() if args[2:3] == [str(parent).encode()]]
+    spawned = [pid for pid, args in _processes(b"cmpx.transport.worker").items() if args[2:3] == [me]]
+    return sorted(spawned + [pid for pid, args in _forked_workers().items() if args[:1] == [me]])
+
+
+def fork_servers(parent: int | None = None) -> list[int]:
+    """PIDs of live fork servers started by ``parent`` (default: this process)."""
+    parent = os.getpid() if parent is None else parent
+    from cmpx.transport.worker.forkserver import SERVER_NAME
+
+    return [pid for pid, args in _processes(FORK_SERVER, SERVER_NAME).items() if args[:1] == [str(parent).encode()]]
 
 
 def runner_processes(parent: int | None = None) -> list[int]:
@@ -45,8 +74,10 @@ def runner_processes(parent: int | None = None) -> list[int]:
 
 def orphaned_workers() -> list[int]:
     """PIDs of live cmpx workers whose coordinator is gone (they must die with it)."""
-    return [pid for pid, args in _processes(b"cmpx.transport.worker").items()
-            if args[2:3] and args[2].isdigit() and not _process_alive(int(args[2]))]
+    spawned = [pid for pid, args in _processes(b"cmpx.transport.worker").items()
+               if args[2:3] and args[2].isdigit() and not _process_alive(int(args[2]))]
+    return sorted(spawned + [pid for pid, args in _forked_workers().items()
+                             if args[:1] and args[0].isdigit() and not _process_alive(int(args[0]))])
 
 
 def segments() -> set[str]:

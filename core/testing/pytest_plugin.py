@@ -61,13 +61,55 @@ def cmpx_no_leaks():
     assert settled(worker_processes) == [], "worker processes leaked"
 
 
+class _ForkServer:
+    """The fork server of this test session's in-process runs, kept from test to test (a cmpx command keeps one
+    for its own runs): it forks workers with numpy and the forkable backends' frameworks already imported, where a
+    fresh interpreter would import them again for every run. It serves the environment of the session's first run
+    (``PYTEST_CURRENT_TEST`` aside); a test that changes the environment gets spawned workers, as it would from
+    the command line."""
+
+    def __init__(self) -> None:
+        from cmpx.transport.forking import ForkServer
+
+        self._server: ForkServer | None = None
+        self._started = False
+
+    def for_environment(self, env: dict[str, str]):
+        from cmpx.transport.forking import ForkServer
+
+        if not self._started:
+            self._started = True
+            try:
+                self._server = ForkServer(env)
+            except OSError:
+                self._server = None
+        server = self._server
+        return server if server is not None and server.serves(env) else None
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            self._server = None
+
+
+@pytest.fixture(scope="session")
+def cmpx_fork_server():
+    """The fork server the in-process runs of this session fork their workers from (see ``cmpx_cli``)."""
+    server = _ForkServer()
+    yield server
+    server.close()
+
+
 @pytest.fixture
-def cmpx_cli(monkeypatch):
+def cmpx_cli(monkeypatch, cmpx_fork_server):
     """Run ``cmpx`` in-process; see the module docstring."""
     from click.testing import CliRunner
 
+    from cmpx.cli.invocation import Invocation
     from cmpx.cli.main import cli
+    from cmpx.options.argv import prescan
     from cmpx.testing.leaks import segments, settled, worker_processes
+    from cmpx.transport.pool import WorkerPool, worker_environment
 
     # Workers are fresh interpreters: give them this process's import path, so plugins importable here are there.
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in sys.path if p))
@@ -78,7 +120,11 @@ def cmpx_cli(monkeypatch):
         words = [str(a) for a in args]
         for plugin in plugins:
             words += ["-p", plugin]
-        return runner.invoke(cli, words, env=dict(env or {}), catch_exceptions=False)
+        environment = worker_environment()
+        environment.update(env or {})
+        pool = WorkerPool(server=cmpx_fork_server.for_environment(environment))
+        return runner.invoke(cli, words, env=dict(env or {}), catch_exceptions=False,
+                             invocation=Invocation(prescan(words), pool))
 
     yield invoke
     # workers first: a worker being stopped (the spare of a run refused early) removes its own segments as it exits

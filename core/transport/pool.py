@@ -9,11 +9,13 @@ releases the spares left in it; whoever takes workers from it releases those.
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from cmpx.transport import supervisor
 from cmpx.transport.foreign import foreign_environment
+from cmpx.transport.forking import ForkServer, ForkServerGone
 from cmpx.transport.idle_threads import quiet_idle_threads
 from cmpx.transport.supervisor import Worker
 
@@ -31,10 +33,12 @@ def worker_environment() -> dict[str, str]:
 
 class WorkerPool:
     """Workers not yet assigned to a backend. ``spares`` are spawned at once (a failure to spawn them only loses
-    the head start); ``assign`` takes them in order, and spawns more when they run out."""
+    the head start); ``assign`` takes them in order, then forks workers from ``server`` (a fork server, owned by
+    the caller) where the environment is the server's, and spawns the rest."""
 
-    def __init__(self, spares: int = 0, env: dict[str, str] | None = None):
+    def __init__(self, spares: int = 0, env: dict[str, str] | None = None, server: ForkServer | None = None):
         self.env = worker_environment() if env is None else env
+        self.server = server
         self._spares: list[Worker] = []
         try:
             for _ in range(spares):
@@ -62,7 +66,7 @@ class WorkerPool:
                 elif self._spares and env == self.env:
                     worker = self._spares.pop(0)
                 else:
-                    worker = supervisor.spawn_worker(env)
+                    worker = self._fork(backend, env) or supervisor.spawn_worker(env)
                 workers[backend.name] = worker  # released with the others if Ctrl-C comes while it is told its backend
                 supervisor.assign(worker, backend, settings)
         except BaseException:
@@ -71,6 +75,19 @@ class WorkerPool:
         finally:
             self.release()
         return workers
+
+    def _fork(self, backend: BackendPlan, env: dict[str, str]) -> Worker | None:
+        """A worker forked from the server (its backend's module imported there first, if its descriptor allows),
+        or None: no server, another environment, or a server that is gone."""
+        server = self.server
+        if server is None or not server.serves(env):
+            return None
+        try:
+            if backend.spec.forkable:
+                server.preload(backend.spec.target)
+            return fork_worker(server, env)
+        except ForkServerGone:
+            return None
 
     def release(self) -> None:
         """Stop the spares no run took."""
@@ -87,3 +104,24 @@ class WorkerPool:
 def release_workers(workers: Mapping[str, Worker]) -> None:
     """Stop the workers, all at once (see supervisor.release_all)."""
     supervisor.release_all(workers.values())
+
+
+def fork_worker(server: ForkServer, env: dict[str, str] | None = None) -> Worker:
+    """Have ``server`` fork a worker that does not know its backend yet (see ``assign``); its pid, and so its
+    process descriptor, are known once the server has forked it (``watch``). Raises ForkServerGone (an OSError)
+    if the server is gone."""
+    child_in, parent_out = os.pipe()
+    parent_in, child_out = os.pipe()
+    log = tempfile.TemporaryFile(prefix="cmpx-worker-")
+    try:
+        process = server.fork(child_in, child_out, log.fileno(), env)
+    except BaseException:
+        for fd in (parent_out, parent_in):
+            os.close(fd)
+        log.close()
+        raise
+    finally:
+        os.close(child_in)
+        os.close(child_out)
+    os.set_blocking(parent_in, False)
+    return Worker("", process, parent_out, parent_in, log, None)

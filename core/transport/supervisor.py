@@ -24,6 +24,7 @@ from cmpx.errors import (BackendCrashed, BackendFailed, BackendProtocolError, Ba
                          RemoteTraceback)
 from cmpx.transport import protocol
 from cmpx.transport.foreign import worker_command
+from cmpx.transport.forking import ForkedProcess
 from cmpx.transport.messages import Load, Setup, ToWorker
 from cmpx.transport.worker import CANNOT_START, CANNOT_START_PREFIX
 
@@ -42,11 +43,11 @@ class Worker:
     """The coordinator's handle on one backend worker process."""
 
     name: str
-    process: subprocess.Popen
+    process: subprocess.Popen | ForkedProcess
     to_worker: int
     from_worker: int
     log: IO[bytes]  # the temporary file holding the worker's stdout and stderr
-    pidfd: int | None
+    pidfd: int | None  # None until known for a forked worker (see ``watch``), or where pidfd_open is missing
     decoder: protocol.FrameDecoder = field(default_factory=protocol.FrameDecoder)
     inbox: list[dict[str, Any]] = field(default_factory=list)
     status: str = ""  # the backend's latest progress text while a request is pending
@@ -56,6 +57,7 @@ class Worker:
     eof: bool = False  # the worker closed its end of the pipe
     exited: bool = False  # its process descriptor reported the exit
     closed: bool = False
+    watched: bool = False  # a forked worker's process descriptor was looked for (``watch``)
     _ids: Any = field(default_factory=lambda: itertools.count(1))
 
     def next_id(self) -> int:
@@ -105,6 +107,19 @@ def spawn_worker(env: dict[str, str] | None = None, python: str | None = None, c
         except OSError:
             pidfd = None
     return Worker("", process, parent_out, parent_in, log, pidfd, python=python, code_dir=code_dir)
+
+
+def watch(worker: Worker) -> int | None:
+    """The worker's process descriptor, opened on first use for a forked worker (waiting for its fork)."""
+    if worker.pidfd is None and isinstance(worker.process, ForkedProcess) and not worker.watched:
+        worker.watched = True
+        pid = worker.process.pid
+        if pid is not None and hasattr(os, "pidfd_open"):
+            try:
+                worker.pidfd = os.pidfd_open(pid)
+            except OSError:
+                worker.pidfd = None
+    return worker.pidfd
 
 
 def assign(worker: Worker, backend: BackendPlan, settings: PluginSettings) -> Worker:
@@ -159,8 +174,9 @@ def wait_replies(workers: Iterable[Worker], expect: str, phase: str, timeout: fl
     selector = selectors.DefaultSelector()
     for worker in pending.values():
         selector.register(worker.from_worker, selectors.EVENT_READ, (worker, "pipe", phase))
-        if worker.pidfd is not None and not worker.exited:
-            selector.register(worker.pidfd, selectors.EVENT_READ, (worker, "exit", phase))
+        pidfd = watch(worker)
+        if pidfd is not None and not worker.exited:
+            selector.register(pidfd, selectors.EVENT_READ, (worker, "exit", phase))
     drained = False
     try:
         while pending:
@@ -358,8 +374,10 @@ def release_all(workers: Iterable[Worker]) -> None:
             worker.process.wait(timeout=KILL_GRACE_SECONDS)
         except (subprocess.TimeoutExpired, KeyboardInterrupt):
             pass
+        pid = worker.process.pid
         try:
-            os.killpg(worker.process.pid, signal.SIGKILL)  # the worker leads its own session and process group
+            if pid is not None and pid > 0:
+                os.killpg(pid, signal.SIGKILL)  # the worker leads its own session and process group
         except (ProcessLookupError, PermissionError):
             pass
         for fd in (worker.to_worker, worker.from_worker, worker.pidfd):

@@ -1,16 +1,17 @@
-"""Records which cmpx workers of this coordinator are alive when plugins are loaded and when outputs are compared
-(lines "import PID..." and "compare PID..." in $CMPX_TEST_SPY_FILE): shows that a run's workers were started
-before plugin discovery and are the ones that ran it."""
+"""Records which cmpx workers (and fork servers, as "server:PID") of this coordinator are alive when plugins are
+loaded and when outputs are compared (lines "import PID..." and "compare PID..." in $CMPX_TEST_SPY_FILE): shows
+that a run's workers, or the server that forks them, were started before plugin discovery and ran it."""
 
 import os
 
 import cmpx
-from cmpx.testing.leaks import worker_processes
+from cmpx.testing.leaks import fork_servers, worker_processes
 
 
 def _record(moment: str) -> None:
     with open(os.environ["CMPX_TEST_SPY_FILE"], "a") as f:
-        f.write(" ".join([moment, *map(str, sorted(worker_processes()))]) + "\n")
+        servers = [f"server:{pid}" for pid in sorted(fork_servers())]
+        f.write(" ".join([moment, *map(str, sorted(worker_processes())), *servers]) + "\n")
 
 
 _record("import")

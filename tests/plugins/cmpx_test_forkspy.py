@@ -1,0 +1,9 @@
+"""A plugin that does nothing but, imported in a worker (every worker imports the -p plugins), append that worker's
+process name (/proc/self/comm: cmpx-worker for a forked one, python for a spawned one) to $CMPX_FORK_SPY."""
+
+import os
+import sys
+
+if "cmpx.transport.worker" in getattr(sys, "orig_argv", []) and os.environ.get("CMPX_FORK_SPY"):
+    with open("/proc/self/comm") as comm, open(os.environ["CMPX_FORK_SPY"], "a") as spy:
+        spy.write(comm.read().strip() + "\n")
