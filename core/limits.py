@@ -43,7 +43,10 @@ def exhausted(exc: BaseException) -> str | None:
 
 
 def _starting_a_process(error: BaseException) -> bool:
-    """Whether ``error`` came from starting a process (EAGAIN and ENOMEM mean other things elsewhere)."""
+    """Whether ``error`` came from starting a process (EAGAIN and ENOMEM mean other things elsewhere): raised in
+    the subprocess module, or a fork server's failure to fork (an error with ``starts_a_process``)."""
+    if getattr(error, "starts_a_process", False):
+        return True
     frame = error.__traceback__
     while frame is not None:
         if "subprocess" in frame.tb_frame.f_code.co_filename:

@@ -79,6 +79,37 @@ def run_cmpx(*args: str, env: dict | None = None, timeout: float = 120) -> subpr
                           capture_output=True, text=True, env=full_env, timeout=timeout, cwd=REPO)
 
 
+@pytest.fixture(scope="session")
+def cmpx_here(cmpx_fork_server):
+    """``cmpx`` run in this process, answering as ``run_cmpx`` does for the command (returncode, stdout, stderr),
+    its workers forked from the session's fork server: for tests that run many real models through the real CLI and
+    check what it says, where a command per run would spend its time starting interpreters. The leak checks are
+    ``run_cli``'s (function-scoped); this one also serves module-scoped fixtures."""
+    from click.testing import CliRunner
+
+    from cmpx.cli.invocation import Invocation
+    from cmpx.cli.main import cli
+    from cmpx.options.argv import prescan
+    from cmpx.transport.pool import WorkerPool, worker_environment
+
+    def invoke(*args: object, env: dict | None = None, timeout: float = 0) -> subprocess.CompletedProcess:
+        words = [str(a) for a in args]
+        environment = dict(worker_environment(), **(env or {}))
+        pool = WorkerPool(server=cmpx_fork_server.for_environment(environment))
+        result = CliRunner().invoke(cli, words, env=env, catch_exceptions=False,
+                                    invocation=Invocation(prescan(words), pool))
+        return subprocess.CompletedProcess(words, result.exit_code, result.stdout, result.stderr)
+
+    return invoke
+
+
+def pytest_xdist_auto_num_workers(config):
+    """``-n auto``: one test process per CPU, plus one. The Ray tests run as one group in one process (they share a
+    local Ray) for about two minutes, mostly waiting on the cluster (a node's start, a lost head's reconnect limit):
+    with a process per CPU, that process left a CPU idle for as long."""
+    return (os.cpu_count() or 1) + 1
+
+
 def pytest_collection_modifyitems(config, items):
     """Tests marked gpu need a CUDA device and TensorRT; elsewhere they are skipped, saying why."""
     from cmpx_trt.probe import cuda_problem

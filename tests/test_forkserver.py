@@ -165,3 +165,32 @@ def test_a_two_backend_command_forks_its_workers_and_leaves_no_server(tmp_path):
     assert "2 output(s), 260 element(s) compared" in output
     assert spy.read_text().split() == ["cmpx-worker", "cmpx-worker"]  # each worker's own name: both forked
     assert settled(lambda: fork_servers(process.pid) + worker_processes(process.pid)) == []
+
+
+def test_a_fork_refused_for_want_of_processes_is_the_machines_limit_not_a_backend_failure(server):
+    """``ulimit -u`` reached: the server's fork fails with EAGAIN (root, as here, is exempt, so the server's answer
+    is the one it sends then). Waiting on that worker raises the error, which the CLI's boundary turns into exit 2
+    naming the limit, as when spawning a worker fails."""
+    import errno
+
+    from cmpx.limits import exhausted
+    from cmpx.transport.forking import ForkFailed
+    from cmpx.transport.pool import fork_worker
+
+    worker = fork_worker(server)
+    request = worker.process._request
+    worker.process.pid  # the real fork, answered
+    supervisor.release(worker)
+    refused = fork_worker(server)
+    real = refused.process._request
+    server.reply(real)  # forked after all: end it, and stand in the answer a refused fork gets
+    server._replies[real] = {"op": "failed", "id": real, "error": "[Errno 11] Resource temporarily unavailable",
+                             "errno": errno.EAGAIN}
+    refused.process._request = real
+    try:
+        with pytest.raises(ForkFailed) as raised:
+            supervisor.wait_replies([refused], "hello", "start", 10)
+        assert exhausted(raised.value) == "processes (ulimit -u)"
+        assert request is not None
+    finally:
+        supervisor.release(refused)

@@ -491,6 +491,8 @@ def test_running_out_of_processes_is_exit_2_naming_the_limit(run_cli, monkeypatc
         raise BlockingIOError(errno.EAGAIN, "Resource temporarily unavailable")
 
     monkeypatch.setattr(subprocess.Popen, "_execute_child", refused)
-    result = run_cli("run", EXAMPLE, *OK)
+    # an environment of its own: spawned workers (the suite's fork server forks its runs' workers; its refusal to
+    # fork is tests/test_forkserver.py's)
+    result = run_cli("run", EXAMPLE, *OK, env={"CMPX_TEST_SPAWNED": "1"})
     assert result.exit_code == 2, result.output
     assert "cmpx ran out of processes (ulimit -u)" in result.output

@@ -9,6 +9,8 @@ import uuid
 
 import pytest
 
+from cmpx.testing.leaks import fork_servers
+
 from cmpx.sweep import window
 
 from conftest import REPO, run_cmpx
@@ -39,6 +41,7 @@ def local_ray():
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)  # never another Ray
     yield
     started = descendants(os.getpid()) - before
+    started -= {pid for server in fork_servers() for pid in (server, *descendants(server))}  # the suite's, not Ray's
     ray.shutdown()
     deadline = time.monotonic() + 15
     while _alive(started) and time.monotonic() < deadline:

@@ -15,7 +15,7 @@ from onnx import TensorProto, helper, numpy_helper
 from cmpx.tolerances.noise_floor import EPSILON_32, RTOL_GRID, Measured, NaNOnBothSides, NotFinite, epsilon_floor, measure, pairs_of, \
     round_up, tolerances
 from cmpx.tolerances.tolerance_file import read_tolerance_file
-from conftest import REPO, run_cmpx
+from conftest import REPO
 
 REAL = REPO / "tests" / "models" / "real"
 MODELS = ("bert", "gpt2", "vit", "cnn")
@@ -24,8 +24,17 @@ FP16 = ("--backend", "onnxrt:fp16", "--backend", "onnxrt")
 OTHER_SEED = ("--seed", "1000")  # the tolerances were measured on seeds 1..32: these inputs are new to them
 
 
+run_cmpx = None  # cmpx in this process (conftest's cmpx_here): dozens of runs of the real models, each its own Session
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _in_process(cmpx_here):
+    global run_cmpx
+    run_cmpx = cmpx_here
+
+
 @pytest.fixture(scope="module")
-def measured(tmp_path_factory):
+def measured(tmp_path_factory, _in_process):
     """{(model, pair): tolerance file}, each measured once with the defaults (32 iterations from seed 1)."""
     root, files = tmp_path_factory.mktemp("tolerances"), {}
 

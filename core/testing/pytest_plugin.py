@@ -62,34 +62,44 @@ def cmpx_no_leaks():
 
 
 class _ForkServer:
-    """The fork server of this test session's in-process runs, kept from test to test (a cmpx command keeps one
-    for its own runs): it forks workers with numpy and the forkable backends' frameworks already imported, where a
-    fresh interpreter would import them again for every run. It serves the environment of the session's first run
-    (``PYTEST_CURRENT_TEST`` aside); a test that changes the environment gets spawned workers, as it would from
-    the command line."""
+    """The fork servers of this test session's in-process runs, kept from test to test (a cmpx command keeps one
+    for its own runs): each forks workers with numpy and the forkable backends' frameworks already imported, where
+    a fresh interpreter would import them again for every run. A server serves one worker environment
+    (``PYTEST_CURRENT_TEST`` aside; the import path drifts as tests are collected and import their helpers): one
+    is started for an environment seen a second time, and the least recently used of more than ``LIMIT`` is closed.
+    A run in an environment seen once (a test that changes it) gets spawned workers, as from the command line."""
+
+    LIMIT = 3
 
     def __init__(self) -> None:
         from cmpx.transport.forking import ForkServer
 
-        self._server: ForkServer | None = None
-        self._started = False
+        self._servers: dict[tuple[tuple[str, str], ...], ForkServer] = {}  # least recently used first
+        self._seen: set[tuple[tuple[str, str], ...]] = set()
 
     def for_environment(self, env: dict[str, str]):
-        from cmpx.transport.forking import ForkServer
+        from cmpx.transport.forking import PER_RUN_VARIABLES, ForkServer
 
-        if not self._started:
-            self._started = True
+        key = tuple(sorted((k, v) for k, v in env.items() if k not in PER_RUN_VARIABLES))
+        server = self._servers.pop(key, None)
+        if server is None or server.broken:
+            if key not in self._seen:
+                self._seen.add(key)
+                return None
             try:
-                self._server = ForkServer(env)
+                server = ForkServer(env)
             except OSError:
-                self._server = None
-        server = self._server
-        return server if server is not None and server.serves(env) else None
+                return None
+        self._servers[key] = server
+        while len(self._servers) > self.LIMIT:
+            oldest = next(iter(self._servers))
+            self._servers.pop(oldest).close()
+        return server
 
     def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            self._server = None
+        for server in self._servers.values():
+            server.close()
+        self._servers.clear()
 
 
 @pytest.fixture(scope="session")

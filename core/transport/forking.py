@@ -33,6 +33,12 @@ class ForkServerGone(OSError):
     """The fork server did not answer (it could not start, or it died)."""
 
 
+class ForkFailed(OSError):
+    """The fork server could not fork a worker (errno EAGAIN: out of processes, ENOMEM: out of memory)."""
+
+    starts_a_process = True  # an EAGAIN or ENOMEM here is a machine limit (cmpx.limits.exhausted)
+
+
 class ForkServer:
     """One fork server, started at once under ``env`` (a worker's environment: a worker may be forked from it only
     for that same environment). Close it after its workers are released."""
@@ -203,6 +209,7 @@ class ForkedProcess:
         self._request: int | None = request_id
         self._pid: int | None = None
         self._pidfd: int | None = None
+        self.fork_error: ForkFailed | None = None  # why the server could not fork it
 
     @property
     def pid(self) -> int | None:
@@ -220,6 +227,7 @@ class ForkedProcess:
                     self._pidfd = None
             else:
                 self.returncode = CANNOT_START
+                self.fork_error = ForkFailed(reply.get("errno") or 0, reply.get("error") or "the fork server is gone")
         return self._pid
 
     def poll(self) -> int | None:

@@ -8,6 +8,7 @@ when it happens, not at the next poll; each request has its own deadline.
 
 from __future__ import annotations
 
+import errno
 import itertools
 import os
 import selectors
@@ -110,10 +111,14 @@ def spawn_worker(env: dict[str, str] | None = None, python: str | None = None, c
 
 
 def watch(worker: Worker) -> int | None:
-    """The worker's process descriptor, opened on first use for a forked worker (waiting for its fork)."""
+    """The worker's process descriptor, opened on first use for a forked worker (waiting for its fork). Raises the
+    fork server's ForkFailed where it ran out of processes or memory (another failure: the worker is gone)."""
     if worker.pidfd is None and isinstance(worker.process, ForkedProcess) and not worker.watched:
         worker.watched = True
         pid = worker.process.pid
+        error = worker.process.fork_error
+        if error is not None and error.errno in (errno.EAGAIN, errno.ENOMEM):
+            raise error  # out of processes or memory: the machine's limit, as when spawning fails
         if pid is not None and hasattr(os, "pidfd_open"):
             try:
                 worker.pidfd = os.pidfd_open(pid)

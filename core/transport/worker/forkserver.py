@@ -87,7 +87,7 @@ def _fork(request, fds, worker_main, own_fds, children):
         os.write(log, f"cmpx: the fork server could not fork a worker: {exc}\n".encode())
         for fd in fds:
             os.close(fd)
-        return {"op": "failed", "id": request_id, "error": str(exc)}
+        return {"op": "failed", "id": request_id, "error": str(exc), "errno": exc.errno}
     if pid == 0:
         _become_worker(fd_in, fd_out, log, worker_main, own_fds, request.get("env"), server_pid)
     children.add(pid)
