@@ -2,7 +2,8 @@
 
 Running comparisons from Python: ``cmpx.run(model, backends=[...], **options)`` returns a ``cmpx.Report``;
 errors are ``cmpx.UsageError`` (and ``ModelError``, ``PluginError``), ``cmpx.BackendFailed``,
-``cmpx.RunInterrupted``; ``cmpx.ExitCode`` names the exit codes. See docs/api.md.
+``cmpx.RunInterrupted``; ``cmpx.ExitCode`` names the exit codes; ``cmpx.ForkServers`` (a context manager) keeps the
+frameworks imported across many runs (``fork_servers=``). See docs/api.md.
 
 Writing plugins: ``hookimpl`` marks hook implementations, which receive a ``BackendRegistry``,
 ``DataLoaderRegistry``, ``MetricRegistry`` or ``TransformRegistry``; ``Backend`` is the class a backend subclasses,
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     from cmpx.outcome.report_data import RunInterrupted
     from cmpx.outcome.results import LocalError, MetricResult, OutputResult, PairResult, PairTally
     from cmpx.transforms.options import TransformOptions
+    from cmpx.transport.forking import ForkServers
     from cmpx.transforms.saving import load_for_transform, save_model
 
 from cmpx._version import __version__
@@ -50,11 +52,11 @@ _LAZY = {
     **dict.fromkeys(("load_for_transform", "save_model"), "cmpx.transforms.saving"),
     **dict.fromkeys(("CmpxError", "UsageError", "ModelError", "PluginError", "BackendFailed", "BackendCrashed",
                      "BackendTimeout", "ExitCode"), "cmpx.errors"),
-    "RunInterrupted": "cmpx.outcome.report_data",
+    "RunInterrupted": "cmpx.outcome.report_data", "ForkServers": "cmpx.transport.forking",
 }
 
 __all__ = ["Backend", "BackendCrashed", "BackendFailed", "BackendOption", "BackendRegistry", "BackendTimeout",
-           "CmpxError", "ComparisonContext", "DataLoaderRegistry", "DataOptions", "ExitCode", "LocalError",
+           "CmpxError", "ComparisonContext", "DataLoaderRegistry", "DataOptions", "ExitCode", "ForkServers", "LocalError",
            "MetricRegistry", "MetricResult", "ModelError", "ModelInfo", "OutputResult", "PairResult", "PairTally",
            "PluginError", "Report", "RunInterrupted", "TensorSpec", "TransformOptions", "TransformRegistry",
            "UsageError", "__version__", "exposed_model", "hookimpl", "load_for_transform", "read_model", "run",

@@ -10,11 +10,12 @@ from cmpx.outcome.report_data import RunInterrupted
 
 if TYPE_CHECKING:
     from cmpx.report import Report
+    from cmpx.transport.forking import ForkServers
 
 
 def run(model: str | os.PathLike[str] | None = None, backends: str | Sequence[str] = (), *,
         plugins: Iterable[str] = (), echo: Callable[[str], None] | None = None, verbosity: int = 1,
-        **options: Any) -> Report:
+        fork_servers: ForkServers | None = None, **options: Any) -> Report:
     """Run ``model`` on every backend of ``backends`` (in order, as ``--backend`` on the command line) with the
     same inputs, compare their outputs, and return the ``cmpx.Report``.
 
@@ -29,7 +30,10 @@ def run(model: str | os.PathLike[str] | None = None, backends: str | Sequence[st
     CMPX_DISABLE_PLUGIN_AUTOLOAD apply as on the command line. ``echo``: a function that receives the text report
     line by line as the run goes (``print``); silent by default, but for a progress line in a Jupyter cell (what is
     waited for, which iteration of how many, the time left) that ends with the verdict. ``verbosity``: 0 failures only,
-    1 every output, 2 statistics of passing outputs too.
+    1 every output, 2 statistics of passing outputs too. ``fork_servers``: a ``cmpx.ForkServers`` kept across many
+    runs (``with cmpx.ForkServers() as servers: cmpx.run(..., fork_servers=servers)``): each run's workers are then
+    forked with numpy and the forkable frameworks already imported, instead of importing them again (about 0.25 s
+    of CPU per worker); each run still gets workers of its own.
 
     Raises ``cmpx.UsageError`` (and its subclasses ``ModelError``, ``PluginError``) for anything wrong found before
     inference, ``cmpx.BackendFailed`` when a model in a backend's own format cannot be described, and
@@ -37,7 +41,7 @@ def run(model: str | os.PathLike[str] | None = None, backends: str | Sequence[st
     not raise: the report has it in ``failures`` and ``exit_code`` 3, and the other backends are still compared.
     """
     try:
-        return _run(model, backends, plugins, echo, verbosity, options)
+        return _run(model, backends, plugins, echo, verbosity, options, fork_servers)
     except RunInterrupted:
         raise
     except KeyboardInterrupt:  # before the session began (loading plugins): a report of nothing, as later ones
@@ -47,7 +51,8 @@ def run(model: str | os.PathLike[str] | None = None, backends: str | Sequence[st
 
 
 def _run(model: str | os.PathLike[str] | None, backends: str | Sequence[str], plugins: Iterable[str],
-         echo: Callable[[str], None] | None, verbosity: int, options: dict[str, Any]) -> Report:
+         echo: Callable[[str], None] | None, verbosity: int, options: dict[str, Any],
+         fork_servers: ForkServers | None = None) -> Report:
     from cmpx.comparison.metric_names import threshold_keywords
     from cmpx.plugin.manager import PluginSettings, make_plugin_manager
     from cmpx.options.request import from_python
@@ -78,7 +83,13 @@ def _run(model: str | os.PathLike[str] | None, backends: str | Sequence[str], pl
             def reporter_for(plan):
                 return TextReporter(plan, lambda text: None, progress=progress)
 
-    with Session(request, plugin_set, settings, reporter_for=reporter_for, warn=warn) as session:
+    pool = None
+    if fork_servers is not None:
+        from cmpx.transport.pool import WorkerPool, worker_environment
+
+        env = worker_environment()
+        pool = WorkerPool(env=env, server=fork_servers.for_environment(env))
+    with Session(request, plugin_set, settings, reporter_for=reporter_for, warn=warn, pool=pool) as session:
         report = session.run()
     if progress is not None:
         progress.done(f"{report.verdict} | {report.iterations} iteration(s) | exit {int(report.exit_code)}")

@@ -103,6 +103,15 @@ def cmpx_here(cmpx_fork_server):
     return invoke
 
 
+@pytest.fixture(scope="session")
+def fork_servers():
+    """A ``cmpx.ForkServers`` for the tests that call ``cmpx.run`` on model after model (``fork_servers=``)."""
+    import cmpx
+
+    with cmpx.ForkServers() as servers:
+        yield servers
+
+
 def pytest_xdist_auto_num_workers(config):
     """``-n auto``: one test process per CPU, plus one. The Ray tests run as one group in one process (they share a
     local Ray) for about two minutes, mostly waiting on the cluster (a node's start, a lost head's reconnect limit):

@@ -86,7 +86,7 @@ def test_node_cases_on_the_workers_are_the_frameworks_bits(backend, cases, tmp_p
     assert check.workers.replaced == 0  # no worker died on the way
 
 
-def test_node_cases_through_whole_runs_and_every_saved_format(cases, tmp_path, no_leaks):
+def test_node_cases_through_whole_runs_and_every_saved_format(cases, tmp_path, no_leaks, fork_servers):
     """One case per trait (each dtype of inputs and outputs, 0-d, empty, NaN, infinities, no inputs), through
     --load-inputs and --save-outputs in every format, on ONNX Runtime twice (cmpx.testing.through_runs)."""
     checked = {}
@@ -95,7 +95,7 @@ def test_node_cases_through_whole_runs_and_every_saved_format(cases, tmp_path, n
         for case in chosen:
             model, data = node_cases.write_case(case, str(tmp_path / case.name / "case"))
             checked[case.name] = check_saved_formats("onnxrt", model, data, case.inputs, check.plain(case),
-                                                     str(tmp_path / case.name))
+                                                     str(tmp_path / case.name), fork_servers=fork_servers)
     assert {name: problems for name, problems in checked.items() if problems} == {}
     traits = {trait for case in chosen for trait in case.traits}
     assert len(chosen) >= 15 and {"in:float16", "out:bool", "in:0-d", "out:empty", "out:float8_e4m3fn",
@@ -108,7 +108,7 @@ EXTENSION_CASES = ["test_celu_bfloat16", "test_cast_INT4_to_INT8", "test_cast_FL
                    "test_cast_UINT2_to_UINT8", "test_dequantizelinear_e4m3fn_float16"]
 
 
-def test_types_numpy_lacks_through_whole_runs_and_every_saved_format(cases, tmp_path, no_leaks):
+def test_types_numpy_lacks_through_whole_runs_and_every_saved_format(cases, tmp_path, no_leaks, fork_servers):
     by_name = {case.name: case for case in cases}
     checked = {}
     with NodeCaseCheck("onnxref", str(tmp_path / "plain")) as check:
@@ -116,7 +116,7 @@ def test_types_numpy_lacks_through_whole_runs_and_every_saved_format(cases, tmp_
             case = by_name[name]
             model, data = node_cases.write_case(case, str(tmp_path / name / "case"))
             checked[name] = check_saved_formats("onnxref", model, data, case.inputs, check.plain(case),
-                                                str(tmp_path / name))
+                                                str(tmp_path / name), fork_servers=fork_servers)
     assert checked == dict.fromkeys(EXTENSION_CASES, [])
     traits = {trait for name in EXTENSION_CASES for trait in by_name[name].traits}
     assert {"in:bfloat16", "out:bfloat16", "in:int4", "out:float4_e2m1fn", "in:uint2", "in:float8_e4m3fn"} <= traits
@@ -124,11 +124,11 @@ def test_types_numpy_lacks_through_whole_runs_and_every_saved_format(cases, tmp_
 
 @pytest.mark.parametrize("backend", ["onnxrt", "onnxref"])
 @pytest.mark.parametrize("name", CORPUS)
-def test_the_corpus_unmarked_marked_and_sliced(backend, name, tmp_path, no_leaks):
+def test_the_corpus_unmarked_marked_and_sliced(backend, name, tmp_path, no_leaks, fork_servers):
     model = str(REPO / "tests" / "models" / "real" / f"{name}.onnx")
     sliced = name in (SLICED_FULL if FULL else SLICED)
     problems, counts = check_model(backend, model, str(tmp_path), sliced=sliced,
-                                   slice_options=SLICE_OPTIONS.get(backend))
+                                   slice_options=SLICE_OPTIONS.get(backend), fork_servers=fork_servers)
     assert problems == []
     assert counts["outputs"] == 2 if name in ("bert", "vit", "skl_pipeline") else 1
     assert counts["marked"] >= (2 if name == "skl_pipeline" else 90), counts

@@ -15,11 +15,14 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from cmpx.testing.framework_api import difference, rebuilt
+
+if TYPE_CHECKING:
+    from cmpx.transport.forking import ForkServers
 
 EXACT: dict[str, Any] = {"atol": 0.0, "rtol": 0.0, "nan_equal": True, "infinities_compare_equal": True}
 
@@ -156,7 +159,8 @@ def marked_model(model_path: str, names: list[str], path: str) -> list[str]:
 
 
 def check_model(backend: str, model: str, directory: str, sliced: bool = True,
-                slice_options: Mapping[str, Any] | None = None) -> tuple[list[str], dict[str, int]]:
+                slice_options: Mapping[str, Any] | None = None,
+                fork_servers: ForkServers | None = None) -> tuple[list[str], dict[str, int]]:
     """A model's differential check on ``backend`` through whole runs: ``--backend X --backend X`` (its inputs
     saved, fed to the framework's API as they are), then ``--mark-all`` against the framework running the marked
     model itself (cmpx.testing.through_runs.marked_model), then, if ``sliced``, ``--mark-all`` cut into slices by a
@@ -164,13 +168,14 @@ def check_model(backend: str, model: str, directory: str, sliced: bool = True,
     ``slice_options`` when given: ONNX Runtime's layout optimizations of level ``all`` compute a node otherwise
     in a slice than amid its neighbours, see tests/test_differential.py). Returns the problems found, in words,
     and counts: ``outputs`` and ``marked`` tensors found identical, ``slices`` run. Raises what the framework's
-    API raises on the model (then nothing of cmpx's was checked against it)."""
+    API raises on the model (then nothing of cmpx's was checked against it). ``fork_servers``: as ``cmpx.run``'s."""
     import cmpx
     from cmpx.testing.framework_api import run_plain
 
     path = lambda name: os.path.join(directory, name)  # noqa: E731
     counts = {"outputs": 0, "marked": 0, "slices": 0}
-    twice = cmpx.run(model, [backend, backend], save_inputs=path("inputs"), save_outputs=path("outputs"), **EXACT)
+    twice = cmpx.run(model, [backend, backend], save_inputs=path("inputs"), save_outputs=path("outputs"), **EXACT,
+                     fork_servers=fork_servers)
     feeds = saved_iteration(path("inputs"), "inputs")["inputs"]
     expected = run_plain(backend, model, feeds)
     problems = exact_pairs(twice, f"{backend} twice")
@@ -179,7 +184,7 @@ def check_model(backend: str, model: str, directory: str, sliced: bool = True,
         problems += differences(expected, saved.get(name, {}), name)
     counts["outputs"] = len(expected) if not problems else 0
     marked = cmpx.run(model, [backend], mark_all=True, load_inputs=path("inputs"), save_outputs=path("marked"),
-                      **EXACT)
+                      **EXACT, fork_servers=fork_servers)
     problems += [f"--mark-all: {error}" for error in marked.failures.values()]
     if marked.failures:
         return problems, counts
@@ -196,11 +201,12 @@ def check_model(backend: str, model: str, directory: str, sliced: bool = True,
         budget = sum(value.nbytes for value in values.values() if isinstance(value, np.ndarray)) // 4
         if slice_options:
             whole = cmpx.run(model, [backend], mark_all=True, load_inputs=path("inputs"), input_shapes=shapes,
-                             save_outputs=path("whole"), **slice_options, **EXACT)
+                             save_outputs=path("whole"), **slice_options, **EXACT, fork_servers=fork_servers)
             problems += [f"unsliced with {slice_options}: {error}" for error in whole.failures.values()]
             values = saved_iteration(path("whole"))[backend] if not whole.failures else values
         cut = cmpx.run(model, [backend], mark_all=True, memory_budget=budget, load_inputs=path("inputs"),
-                       input_shapes=shapes, save_outputs=path("sliced"), **dict(slice_options or {}), **EXACT)
+                       input_shapes=shapes, save_outputs=path("sliced"), **dict(slice_options or {}), **EXACT,
+                       fork_servers=fork_servers)
         problems += [f"sliced: {error}" for error in cut.failures.values()]
         counts["slices"] = cut.plan.slicing.count if cut.plan.slicing is not None else 0
         if counts["slices"] < 2:

@@ -170,8 +170,9 @@ class ForkServer:
 
 class ForkServers:
     """Fork servers by worker environment, each started on first use, for a process that runs one run after another
-    whose environments may differ (a sweep's runner: a cell's ``threads``). Past ``limit`` environments there is no
-    server for a new one (None: its workers are spawned)."""
+    whose environments may differ (a sweep's runner: a cell's ``threads``; ``cmpx.run(..., fork_servers=)`` in a
+    loop). Past ``limit`` environments there is no server for a new one (None: its workers are spawned). A context
+    manager: the servers are closed at its end."""
 
     def __init__(self, limit: int = 2):
         self.limit = limit
@@ -192,9 +193,16 @@ class ForkServers:
         return server
 
     def close(self) -> None:
+        """Close every server (after the runs that used them ended)."""
         servers, self._servers = self._servers, []
         for server in servers:
             server.close()
+
+    def __enter__(self) -> ForkServers:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 class ForkedProcess:

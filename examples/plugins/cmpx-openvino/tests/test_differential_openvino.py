@@ -24,6 +24,14 @@ def no_leaks(cmpx_no_leaks):  # cmpx's own leak check, from its pytest plugin
     yield
 
 
+@pytest.fixture(scope="module")
+def fork_servers():  # the corpus runs' workers forked, numpy imported once (OpenVINO itself after each fork)
+    import cmpx
+
+    with cmpx.ForkServers() as servers:
+        yield servers
+
+
 def test_node_cases_on_the_workers_are_openvinos_bits(tmp_path, no_leaks):
     cases = node_cases.collect()
     with NodeCaseCheck("openvino", str(tmp_path)) as check:
@@ -44,9 +52,10 @@ def test_node_cases_on_the_workers_are_openvinos_bits(tmp_path, no_leaks):
 
 
 @pytest.mark.parametrize("name", ["cnn", "bert", "gpt2", "vit", "external/model"])
-def test_the_corpus_unmarked_marked_and_sliced(name, tmp_path, no_leaks):
+def test_the_corpus_unmarked_marked_and_sliced(name, tmp_path, no_leaks, fork_servers):
     sliced = name == "cnn" or (FULL and name in ("bert", "external/model"))  # gpt2, vit: the xfail below
-    problems, counts = check_model("openvino", str(CORPUS / f"{name}.onnx"), str(tmp_path), sliced=sliced)
+    problems, counts = check_model("openvino", str(CORPUS / f"{name}.onnx"), str(tmp_path), sliced=sliced,
+                                   fork_servers=fork_servers)
     assert problems == []
     assert counts["outputs"] == (2 if name in ("bert", "vit") else 1)
     assert counts["marked"] >= 90, counts
