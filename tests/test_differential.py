@@ -30,6 +30,9 @@ FULL_FLOOR = {"onnxrt": (1500, 175), "onnxref": (1800, 190)}
 SLICE_OPTIONS = {"onnxrt": {"onnxrt_optimization": "extended"}}
 
 
+# One test process runs both differential modules: ONNX collects its node test cases (~11 s) once per process.
+pytestmark = pytest.mark.xdist_group("onnx-node-cases")
+
 @pytest.fixture(scope="module")
 def cases():
     return node_cases.collect()

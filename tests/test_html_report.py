@@ -30,14 +30,15 @@ def chromium():
     return binary
 
 
-@pytest.fixture
-def failing_marked_run(run_cli, tmp_path):
+@pytest.fixture(scope="module")
+def failing_marked_run(cmpx_here, tmp_path_factory):
     """The shipped example on its fp16 graph against fp32, every tensor compared: fails, and the error enters at
-    the Conv."""
-    page, document = tmp_path / "r.html", tmp_path / "r.json"
-    result = run_cli("run", EXAMPLE, "--backend", "onnxrt:fp16", "--backend", "onnxrt", "--mark-all",
-                     "--report-html", page, "--report-json", document)
-    assert result.exit_code == 1 and f"wrote the HTML report to {page}" in result.output, result.output
+    the Conv. Made once for the module's browser tests, which only read it."""
+    directory = tmp_path_factory.mktemp("failing_marked_run")
+    page, document = directory / "r.html", directory / "r.json"
+    result = cmpx_here("run", EXAMPLE, "--backend", "onnxrt:fp16", "--backend", "onnxrt", "--mark-all",
+                       "--report-html", page, "--report-json", document)
+    assert result.returncode == 1 and f"wrote the HTML report to {page}" in result.stdout, result.stdout
     return page, json.loads(document.read_text())
 
 

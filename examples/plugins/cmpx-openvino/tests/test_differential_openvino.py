@@ -19,6 +19,9 @@ FULL = node_cases.every_case_wanted()
 CORPUS = Path(__file__).resolve().parents[4] / "tests" / "models" / "real"
 
 
+# One test process runs both differential modules: ONNX collects its node test cases (~11 s) once per process.
+pytestmark = pytest.mark.xdist_group("onnx-node-cases")
+
 @pytest.fixture
 def no_leaks(cmpx_no_leaks):  # cmpx's own leak check, from its pytest plugin
     yield
