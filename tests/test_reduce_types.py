@@ -32,6 +32,9 @@ def _kind(value_type):
     return str(which)
 
 
+# One test process runs this module: its module's model is made and reduced once per test process.
+pytestmark = pytest.mark.xdist_group("reduce-types")
+
 @pytest.fixture(scope="module")
 def svc(tmp_path_factory):
     """A scikit-learn SVC with probabilities, exported by skl2onnx as users do: its output_probability is the

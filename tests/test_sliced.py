@@ -36,6 +36,9 @@ def comparable(report: dict) -> dict:
     return {"results": results, "pairs": pairs, "exit_code": report["exit_code"]}
 
 
+# One test process runs this module: its module's runs are made once per test process.
+pytestmark = pytest.mark.xdist_group("sliced")
+
 @pytest.fixture(scope="module")
 def chain(tmp_path_factory):
     """A 13-layer chain whose layer 6 is perturbed, the base chain's mark-all outputs saved, and the unsliced

@@ -35,6 +35,9 @@ args = "--backend onnxrt:fp16 --backend onnxrt --mark-all --atol 1e-2 --rtol 1e-
 """
 
 
+# One test process runs this module: its sweeps are run once per test process.
+pytestmark = pytest.mark.xdist_group("sweep-view")
+
 @pytest.fixture(scope="module")
 def sweeps(tmp_path_factory):
     root = tmp_path_factory.mktemp("sweeps")

@@ -27,6 +27,9 @@ OTHER_SEED = ("--seed", "1000")  # the tolerances were measured on seeds 1..32: 
 run_cmpx = None  # cmpx in this process (conftest's cmpx_here): dozens of runs of the real models, each its own Session
 
 
+# One test process runs this module: each tolerance file is measured (32 iterations) once.
+pytestmark = pytest.mark.xdist_group("tolerances")
+
 @pytest.fixture(scope="module", autouse=True)
 def _in_process(cmpx_here):
     global run_cmpx
