@@ -214,3 +214,19 @@ def test_the_python_api_forks_the_workers_of_many_runs_from_one_server(tmp_path)
     assert all(report.pairs and len(report.pairs[0].outputs) == 2 and report.pairs[0].passed for report in reports)
     assert spy.read_text().split() == ["cmpx-worker"] * 6  # every worker forked, two per run
     assert worker_processes() == []
+
+
+def test_a_forked_worker_works_in_the_coordinators_directory_of_the_moment(tmp_path, monkeypatch):
+    """A sweep's runner enters each cell's directory; a spawned worker starts there, and so must a forked one,
+    although its server started elsewhere: a model named relative to it is found."""
+    import shutil
+
+    import cmpx
+
+    with cmpx.ForkServers() as servers:
+        assert cmpx.run(EXAMPLE, ["onnxrt", "onnxref"], fork_servers=servers).exit_code == 0  # the server starts here
+        shutil.copy(EXAMPLE, tmp_path / "here.onnx")
+        monkeypatch.chdir(tmp_path)
+        report = cmpx.run("here.onnx", ["onnxrt", "onnxref"], fork_servers=servers, save_outputs="saved.json")
+    assert report.exit_code == 0, report.failures
+    assert (tmp_path / "saved.json").is_file()

@@ -87,7 +87,7 @@ class ForkServer:
         ``env`` as its environment (one the server ``serves``; default: the server's)."""
         if self.broken:
             raise ForkServerGone("the fork server is gone")
-        request: dict[str, Any] = {"op": "fork"}
+        request: dict[str, Any] = {"op": "fork", "cwd": os.getcwd()}  # as a spawned worker's: this process's now
         if env is not None and env != self.env:
             request["env"] = env
         return ForkedProcess(self, self._request(request, (fd_in, fd_out, log)))

@@ -10,7 +10,8 @@ with its coordinator. This process reaps its workers and sends each exit status 
 wait for processes that are not its children.
 
 Requests (one JSON object per datagram, on a SOCK_SEQPACKET socket, each answered in order): ``{"op": "fork",
-"id": N, "env": {...}}`` (``env`` only where the worker's environment is not this process's) with three descriptors (the worker's request pipe, its reply pipe, its log), answered ``{"op": "forked",
+"id": N, "cwd": DIR, "env": {...}}`` (the coordinator's working directory; ``env`` only where the worker's
+environment is not this process's) with three descriptors (the worker's request pipe, its reply pipe, its log), answered ``{"op": "forked",
 "id": N, "pid": P}`` or ``{"op": "failed", "id": N, "error": TEXT}``; ``{"op": "preload", "id": N, "target":
 "module:Class"}``, answered ``{"op": "preloaded", "id": N}`` whether or not the import worked (a worker that
 imports it again reports the failure). Unasked: ``{"op": "ready"}`` once the imports are done, and ``{"op": "exit",
@@ -89,19 +90,25 @@ def _fork(request, fds, worker_main, own_fds, children):
             os.close(fd)
         return {"op": "failed", "id": request_id, "error": str(exc), "errno": exc.errno}
     if pid == 0:
-        _become_worker(fd_in, fd_out, log, worker_main, own_fds, request.get("env"), server_pid)
+        _become_worker(fd_in, fd_out, log, worker_main, own_fds, request, server_pid)
     children.add(pid)
     for fd in fds:
         os.close(fd)
     return {"op": "forked", "id": request_id, "pid": pid}
 
 
-def _become_worker(fd_in, fd_out, log, worker_main, own_fds, env, server_pid):
-    """In the forked child: what a spawned worker starts with (its own session, its environment, stdin from
-    /dev/null, stdout and stderr to its log, only its pipes open), then the worker's loop. Never returns."""
+def _become_worker(fd_in, fd_out, log, worker_main, own_fds, request, server_pid):
+    """In the forked child: what a spawned worker starts with (its own session, the coordinator's working directory
+    and the worker's environment, stdin from /dev/null, stdout and stderr to its log, only its pipes open), then
+    the worker's loop. Never returns."""
     code = 70
     try:
         os.setsid()
+        try:
+            os.chdir(request.get("cwd") or ".")
+        except OSError:
+            pass  # a directory gone since: the worker is told absolute paths, as a spawned one would be
+        env = request.get("env")
         if env is not None:
             os.environ.clear()
             os.environ.update(env)
