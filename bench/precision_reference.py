@@ -61,6 +61,11 @@ def _cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def _ratio(live: float, saved: float) -> str:
+    """live / saved; "n/a" where the saved figure is 0 (a candidate under the progress line's 0.05 s)."""
+    return f"{live / saved:.2f}" if saved > 0 else "n/a"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="the planted models only, one repeat")
@@ -87,9 +92,9 @@ def main() -> None:
             each, wall, cpu = ({live: statistics.median(run[column] for run in runs) for live, runs in seen.items()}
                                for column in (1, 2, 3))
             print(f"| {os.path.basename(model)} | {backend} | {counts.pop()} | {each[False]:.2f} / {each[True]:.2f} "
-                  f"({each[True] / each[False]:.2f}) | {wall[False]:.1f} / {wall[True]:.1f} "
-                  f"({wall[True] / wall[False]:.2f}) | {cpu[False]:.1f} / {cpu[True]:.1f} "
-                  f"({cpu[True] / cpu[False]:.2f}) |")
+                  f"({_ratio(each[True], each[False])}) | {wall[False]:.1f} / {wall[True]:.1f} "
+                  f"({_ratio(wall[True], wall[False])}) | {cpu[False]:.1f} / {cpu[True]:.1f} "
+                  f"({_ratio(cpu[True], cpu[False])}) |")
     print(f"load after: {open('/proc/loadavg').read().split()[:3]}")
 
 
