@@ -85,10 +85,9 @@ def _run(model: str | os.PathLike[str] | None, backends: str | Sequence[str], pl
 
     pool = None
     if fork_servers is not None:
-        from cmpx.transport.pool import WorkerPool, worker_environment
+        from cmpx.transport.pool import WorkerPool
 
-        env = worker_environment()
-        pool = WorkerPool(env=env, server=fork_servers.for_environment(env))
+        pool = WorkerPool.forked_from(fork_servers)
     with Session(request, plugin_set, settings, reporter_for=reporter_for, warn=warn, pool=pool) as session:
         report = session.run()
     if progress is not None:

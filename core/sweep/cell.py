@@ -123,10 +123,9 @@ def _run(task: dict[str, Any], lines: list[str], servers: ForkServers | None = N
 
     pool = None
     if servers is not None:
-        from cmpx.transport.pool import WorkerPool, worker_environment
+        from cmpx.transport.pool import WorkerPool
 
-        env = worker_environment()
-        pool = WorkerPool(env=env, server=servers.for_environment(env))
+        pool = WorkerPool.forked_from(servers)
     with Session(request, plugins, settings, reporter_for=reporter_for,
                  warn=lambda message: lines.append(f"warning: {message}"), pool=pool) as session:
         return session.run()

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from cmpx.transport import runspace, shm
+from cmpx.transport.forking import process_exists
 
 
 FORK_SERVER = b"cmpx.transport.worker.forkserver"
@@ -75,9 +76,9 @@ def runner_processes(parent: int | None = None) -> list[int]:
 def orphaned_workers() -> list[int]:
     """PIDs of live cmpx workers whose coordinator is gone (they must die with it)."""
     spawned = [pid for pid, args in _processes(b"cmpx.transport.worker").items()
-               if args[2:3] and args[2].isdigit() and not _process_alive(int(args[2]))]
+               if args[2:3] and args[2].isdigit() and not process_exists(int(args[2]))]
     return sorted(spawned + [pid for pid, args in _forked_workers().items()
-                             if args[:1] and args[0].isdigit() and not _process_alive(int(args[0]))])
+                             if args[:1] and args[0].isdigit() and not process_exists(int(args[0]))])
 
 
 def segments() -> set[str]:
@@ -113,18 +114,7 @@ def _dead(prefix: str) -> bool:
     if os.path.exists(runspace.lock_path(prefix)):
         return not runspace.is_alive(prefix)
     pid = prefix[len(shm.PREFIX):].split("-", 1)[0]
-    return not pid.isdigit() or not _process_alive(int(pid))
-
-
-def _process_alive(pid: int) -> bool:
-    """Whether a process ``pid`` exists (one of another user counts as alive)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    return True
+    return not pid.isdigit() or not process_exists(int(pid))
 
 
 # A process killed with its group (a worker's helper) is gone a moment after the kill, not at once: on a busy

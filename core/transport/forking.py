@@ -120,7 +120,7 @@ class ForkServer:
         deadline = time.monotonic() + timeout
         while pid not in self._exits:
             if self.broken:
-                if not _exists(pid):
+                if not process_exists(pid):
                     return -signal.SIGKILL
                 time.sleep(min(0.05, max(timeout, 0.0)))
                 return None
@@ -282,7 +282,8 @@ class ForkedProcess:
         self._close_pidfd()
 
 
-def _exists(pid: int) -> bool:
+def process_exists(pid: int) -> bool:
+    """Whether a process ``pid`` exists (one of another user counts as existing)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from cmpx.transport import supervisor
 from cmpx.transport.foreign import foreign_environment
-from cmpx.transport.forking import ForkServer, ForkServerGone
+from cmpx.transport.forking import ForkServer, ForkServerGone, ForkServers
 from cmpx.transport.idle_threads import quiet_idle_threads
 from cmpx.transport.supervisor import Worker
 
@@ -45,6 +45,13 @@ class WorkerPool:
                 self._spares.append(supervisor.spawn_worker(self.env))
         except OSError:
             pass  # fewer spares: the run spawns what it lacks, and reports what fails then
+
+    @classmethod
+    def forked_from(cls, servers: ForkServers) -> WorkerPool:
+        """A pool for one run whose workers are forked from the one of ``servers`` that serves this process's
+        worker environment now (a server is started for it if need be; spawned if none can be)."""
+        env = worker_environment()
+        return cls(env=env, server=servers.for_environment(env))
 
     @property
     def spares(self) -> int:
