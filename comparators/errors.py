@@ -19,8 +19,9 @@ import numpy as np
 from cmpx_comparators.diffs import DiffComputer, DiffPlan, chunk_diffs, plan_diff
 from cmpx_comparators.fine_ranks import FineRanks, pays_off
 from cmpx_comparators.order_stats import BINS, RankSelector, TopK, bin_keys, count_bins, exponent_histogram, \
-    lerp, quantile_ranks
+    keys_histogram, lerp, quantile_ranks
 from cmpx_comparators.sampling import error_sample, worst_count
+from cmpx_comparators.sorted_pass import SORT_ELEMENTS, largest_indices, sorted_quantiles
 
 CHUNK_ELEMENTS = 1 << 17  # small enough to stay in cache, large enough to amortise the per-call overhead
 REPORTED_QUANTILES = (0.5, 0.9, 0.95, 0.99)
@@ -122,9 +123,13 @@ class BeyondAtol:
 
 
 class _Accumulator:
-    def __init__(self, chunk_elements: int) -> None:
+    """Pass 1 over one error array. ``sorted_pass``: the array is one chunk small enough for a sorted pass 2
+    (cmpx_comparators.sorted_pass), so its bin keys are kept instead of counted into the 65,536 bins."""
+
+    def __init__(self, chunk_elements: int, sorted_pass: bool = False) -> None:
         self.summary = Summary()
-        self.counts = np.zeros(BINS, np.int64)
+        self.counts: np.ndarray | None = None if sorted_pass else np.zeros(BINS, np.int64)
+        self.keys: np.ndarray = np.empty(0, np.uint32)  # with sorted_pass: the bin keys of every element
         self._centered = np.empty(chunk_elements, np.float64)
         self._keys = np.empty(chunk_elements, np.uint32)
         self._total = 0.0
@@ -159,8 +164,23 @@ class _Accumulator:
         self._mean += delta * n / merged
         s.count = merged
         keys = bin_keys(values, self._keys[:n])
-        count_bins(keys, self.counts)
+        if self.counts is None:
+            self.keys = keys
+        else:
+            count_bins(keys, self.counts)
         return keys
+
+    def bin_counts(self) -> np.ndarray:
+        """The elements per bin (counted now from the kept keys under sorted_pass)."""
+        if self.counts is None:
+            self.counts = np.zeros(BINS, np.int64)
+            np.add.at(self.counts, self.keys, 1)
+        return self.counts
+
+    def histogram(self, float_bits: int) -> list[tuple[float, float, int]]:
+        if self.counts is None:
+            return keys_histogram(self.keys, float_bits)
+        return exponent_histogram(self.counts, float_bits)
 
     def finish_pass1(self) -> None:
         s = self.summary
@@ -190,13 +210,15 @@ def error_stats(actual: np.ndarray, reference: np.ndarray, *, atol: float, rtol:
     plan = plan_diff(actual.dtype, reference.dtype)
     chunk = min(CHUNK_ELEMENTS, max(actual.size, 1))
     diffs = DiffComputer(plan, chunk, nan_equal, inf_equal)
-    abs_acc, rel_acc = _Accumulator(chunk), _Accumulator(chunk)
+    sorted_pass = actual.size <= min(SORT_ELEMENTS, CHUNK_ELEMENTS)  # one chunk, small enough to sort
+    abs_acc, rel_acc = _Accumulator(chunk, sorted_pass), _Accumulator(chunk, sorted_pass)
     masks = np.empty((2, chunk), bool)
     mismatches = 0
     min_atol = min_rtol = 0.0  # the largest abs and rel errors of the failing elements (see _largest_where)
     beyond = BeyondAtol(atol)
+    errors = (np.empty(0), np.empty(0))  # the last chunk's: with sorted_pass, every element's
     for offset, a, b in _chunks(actual, reference):
-        absdiff, reldiff = diffs.compute(a, b)
+        absdiff, reldiff = errors = diffs.compute(a, b)
         abs_acc.add(absdiff, offset)
         rel_acc.add(reldiff, offset)
         beyond.add(reldiff, b, offset, masks[0])
@@ -215,13 +237,18 @@ def error_stats(actual: np.ndarray, reference: np.ndarray, *, atol: float, rtol:
                        reference_peak=diffs.reference_peak, beyond_atol=beyond)
     if mismatches:  # the smallest passing tolerances are only said of failing outputs
         stats.min_atol, stats.min_rtol = min_atol, min_rtol
-    largest = _pass2(actual, reference, stats, abs_acc, rel_acc, wanted, nan_equal, inf_equal, worst_count(samples))
+    if sorted_pass:
+        largest = _sorted_pass2(actual, reference, stats, errors, (abs_acc, rel_acc), wanted, nan_equal, inf_equal,
+                                worst_count(samples))
+    else:
+        largest = _pass2(actual, reference, stats, abs_acc, rel_acc, wanted, nan_equal, inf_equal,
+                         worst_count(samples))
     if samples and stats.size:
-        stats.sample = error_sample(actual, reference, plan, largest, samples, (abs_acc.counts, rel_acc.counts),
-                                    nan_equal, inf_equal)
+        stats.sample = error_sample(actual, reference, plan, largest, samples,
+                                    (abs_acc.bin_counts(), rel_acc.bin_counts()), nan_equal, inf_equal)
     bits = 32 if plan.work.itemsize == 4 else 64
     for acc in (abs_acc, rel_acc):
-        acc.summary.histogram = exponent_histogram(acc.counts, bits)
+        acc.summary.histogram = acc.histogram(bits)
     return stats
 
 
@@ -271,9 +298,9 @@ def _pass2(actual: np.ndarray, reference: np.ndarray, stats: ErrorStats, abs_acc
             selectors.append(None)
         else:
             ranks = [r for q in wanted for r in quantile_ranks(n, q)[:2]]
-            counted = bits == 32 and pays_off(acc.counts, ranks)
-            selectors.append(FineRanks(acc.counts, ranks) if counted else RankSelector(acc.counts, ranks))
-    top = TopK(min(max(WORST_ELEMENTS, largest), n), abs_acc.counts)
+            counted = bits == 32 and pays_off(acc.bin_counts(), ranks)
+            selectors.append(FineRanks(acc.bin_counts(), ranks) if counted else RankSelector(acc.bin_counts(), ranks))
+    top = TopK(min(max(WORST_ELEMENTS, largest), n), abs_acc.bin_counts())
     chunk = min(CHUNK_ELEMENTS, n)
     diffs = DiffComputer(stats.plan, chunk, nan_equal, inf_equal)
     keys = np.empty((2, chunk), np.uint32)  # reused: bin keys of float32 errors (float64 ones allocate)
@@ -297,6 +324,23 @@ def _pass2(actual: np.ndarray, reference: np.ndarray, stats: ErrorStats, abs_acc
     stats.worst = [_worst_element(actual, reference, stats.plan, index, nan_equal, inf_equal)
                    for index in indices[:WORST_ELEMENTS]]
     return list(indices)
+
+
+def _sorted_pass2(actual: np.ndarray, reference: np.ndarray, stats: ErrorStats, errors: tuple[np.ndarray, np.ndarray],
+                  accumulators: tuple[_Accumulator, _Accumulator], wanted: tuple[float, ...], nan_equal: bool,
+                  inf_equal: bool, largest: int = 0) -> list[int]:
+    """_pass2 for an output of one chunk, from its errors of pass 1 (cmpx_comparators.sorted_pass)."""
+    n = accumulators[0].summary.count
+    for values, acc in zip(errors, accumulators):
+        s = acc.summary
+        if n == 0 or s.nan_count or s.min == s.max:
+            s.quantiles = {q: (0.0 if n == 0 else math.nan if s.nan_count else s.min) for q in wanted}
+        else:
+            s.quantiles = sorted_quantiles(values, wanted)
+    indices = largest_indices(errors[0], min(max(WORST_ELEMENTS, largest), n))
+    stats.worst = [_worst_element(actual, reference, stats.plan, index, nan_equal, inf_equal)
+                   for index in indices[:WORST_ELEMENTS]]
+    return indices
 
 
 def _worst_element(actual: np.ndarray, reference: np.ndarray, plan: DiffPlan, flat_index: int, nan_equal: bool,

@@ -129,12 +129,28 @@ class TopK:
 def exponent_histogram(counts: np.ndarray, float_bits: int, max_bins: int = 8) -> list[tuple[float, float, int]]:
     """A log-scale histogram from the bin counts: (low, high, count) rows. The first bin (zero and the tiniest
     subnormals) gets its own row (0, 0), infinities and NaN one row (inf, nan)."""
-    mantissa_bits = 7 if float_bits == 32 else 4  # of the 16 top bits, after the sign and exponent
-    bias = 127 if float_bits == 32 else 1023
-    exponent_count = 256 if float_bits == 32 else 2048
+    mantissa_bits, _, exponent_count = _layout(float_bits)
     per_exponent = counts.reshape(-1, 1 << mantissa_bits).sum(axis=1)[:exponent_count]
+    return _histogram_rows(per_exponent, int(counts[0]), float_bits, max_bins)
+
+
+def keys_histogram(keys: np.ndarray, float_bits: int, max_bins: int = 8) -> list[tuple[float, float, int]]:
+    """exponent_histogram of the elements whose bin keys are ``keys``, without counting every bin."""
+    mantissa_bits, _, exponent_count = _layout(float_bits)
+    per_exponent = np.bincount(keys >> mantissa_bits, minlength=2 * exponent_count)[:exponent_count]
+    return _histogram_rows(per_exponent, int(np.count_nonzero(keys == 0)), float_bits, max_bins)
+
+
+def _layout(float_bits: int) -> tuple[int, int, int]:
+    """Of a bin key (the top 16 bits): the mantissa bits after the sign and exponent; the exponent's bias and
+    number of values."""
+    return (7, 127, 256) if float_bits == 32 else (4, 1023, 2048)
+
+
+def _histogram_rows(per_exponent: np.ndarray, zeros: int, float_bits: int,
+                    max_bins: int) -> list[tuple[float, float, int]]:
+    bias = _layout(float_bits)[1]
     rows = []
-    zeros = int(counts[0])
     if zeros:
         rows.append((0.0, 0.0, zeros))
     per_exponent = per_exponent.copy()

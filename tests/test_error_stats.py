@@ -272,3 +272,45 @@ def test_the_relative_error_beyond_atol_without_such_elements_nan_and_the_smalle
     assert error_stats(just * 2, just, atol=1e-3, rtol=0.0).beyond_atol.count == 2
     assert error_stats(np.float32(2) * np.ones(3, np.float32), np.ones(3, np.float32), atol=1.0,
                        rtol=0.0).beyond_atol.count == 0  # exactly atol is not above it
+
+
+def _everything(stats):
+    """An ErrorStats as comparable text (NaN equal to NaN), its sample included."""
+    return repr(stats)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from([np.float64, np.float32, np.float16, np.int32, np.uint8]), st.integers(0, 300), st.data(),
+       st.booleans(), st.sampled_from([0, 7, 5000]))
+def test_a_small_output_sorted_gives_every_statistic_of_the_binned_pass(dtype, size, data, specials, samples):
+    # Up to SORT_ELEMENTS in one chunk, pass 2 sorts the errors kept from pass 1 (cmpx_comparators.sorted_pass);
+    # it must agree with the 65,536-bin pass on everything, ties, -0.0, NaN and infinities included
+    if np.dtype(dtype).kind == "f":
+        elements = st.floats(width=np.dtype(dtype).itemsize * 8, allow_nan=specials, allow_infinity=specials)
+        small = st.sampled_from([0.0, -0.0, 1.0, 1.5, 1e-3, 2.0])  # ties
+        pick = st.one_of(elements, small)
+    else:
+        pick = st.integers(np.iinfo(dtype).min, np.iinfo(dtype).max)
+    a = data.draw(hnp.arrays(dtype, size, elements=pick))
+    b = data.draw(hnp.arrays(dtype, size, elements=pick))
+    options = dict(atol=1e-3, rtol=1e-2, quantiles=(0.0, 0.25, 0.999, 1.0), samples=samples)
+    chunk, sort = errors.CHUNK_ELEMENTS, errors.SORT_ELEMENTS
+    try:
+        errors.CHUNK_ELEMENTS = 1 << 17  # one chunk (the module's fixture makes them tiny)
+        sorted_stats = error_stats(a, b, **options)
+        errors.SORT_ELEMENTS = 0
+        binned = error_stats(a, b, **options)
+    finally:
+        errors.CHUNK_ELEMENTS, errors.SORT_ELEMENTS = chunk, sort
+    assert _everything(sorted_stats) == _everything(binned)
+
+
+def test_an_output_over_the_sorted_size_or_over_one_chunk_takes_the_binned_pass(monkeypatch):
+    calls = []
+    monkeypatch.setattr(errors, "_pass2", lambda *args: calls.append(args[0].size) or [])
+    monkeypatch.setattr(errors, "CHUNK_ELEMENTS", 1 << 17)
+    for size in (errors.SORT_ELEMENTS, errors.SORT_ELEMENTS + 1):
+        error_stats(np.zeros(size, np.float32), np.ones(size, np.float32), atol=0, rtol=0)
+    monkeypatch.setattr(errors, "CHUNK_ELEMENTS", 7)
+    error_stats(np.zeros(8, np.float32), np.ones(8, np.float32), atol=0, rtol=0)
+    assert calls == [errors.SORT_ELEMENTS + 1, 8]
