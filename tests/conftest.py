@@ -104,6 +104,21 @@ def cmpx_here(cmpx_fork_server):
 
 
 @pytest.fixture(scope="session")
+def headless_chromium():
+    """One headless Chromium for this test process's browser tests (tests/browser.py), closed at the end; None
+    where it is not installed."""
+    from browser import Browser, find_chromium
+
+    binary = find_chromium()
+    if binary is None:
+        yield None
+        return
+    browser = Browser(binary)
+    yield browser
+    browser.close()
+
+
+@pytest.fixture(scope="session")
 def fork_servers():
     """A ``cmpx.ForkServers`` for the tests that call ``cmpx.run`` on model after model (``fork_servers=``)."""
     import cmpx

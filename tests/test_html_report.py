@@ -12,7 +12,7 @@ import sys
 import pytest
 
 import cmpx
-from browser import Dom, dump_dom, find_chromium, screenshot
+from browser import Dom, dump_dom, screenshot
 from cmpx.reports.html_page import SCRIPT, STYLE, Cell, element, render_page, table
 from cmpx.testing import models as modelgen
 
@@ -23,11 +23,10 @@ HOSTILE = ['<script>document.body.setAttribute("data-pwned", "1")</script>',
 
 
 @pytest.fixture
-def chromium():
-    binary = find_chromium()
-    if binary is None:
+def chromium(headless_chromium):
+    if headless_chromium is None:
         pytest.skip("headless Chromium is not installed (apt-get install chromium; .ci/run installs it)")
-    return binary
+    return headless_chromium
 
 
 @pytest.fixture(scope="module")

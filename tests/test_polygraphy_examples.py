@@ -5,6 +5,7 @@ here are listed in tests/polygraphy_examples.py, which builds the examples' mode
 Each example is a workspace per tool; its command lines run in order, one test each (a test run alone first runs
 the lines before it), and files one tool saves are read back by the other."""
 
+import contextlib
 import os
 import shlex
 import subprocess
@@ -27,10 +28,12 @@ def _argv(command: str) -> list[str]:
 
 
 class Workspace:
-    """One example's two workspaces (``polygraphy/``, ``cmpx/``) and the outcome of each step run so far."""
+    """One example's two workspaces (``polygraphy/``, ``cmpx/``) and the outcome of each step run so far. A ``cmpx``
+    command line runs in this process (``cmpx_here``: the same words through the same CLI, its workers forked from
+    the session's fork server) while Polygraphy's runs beside it as a process; the other programs run as processes."""
 
-    def __init__(self, workflow: Workflow, root: Path):
-        self.workflow, self.dirs = workflow, {tool: root / tool for tool in TOOLS}
+    def __init__(self, workflow: Workflow, root: Path, cmpx_here):
+        self.workflow, self.dirs, self.cmpx_here = workflow, {tool: root / tool for tool in TOOLS}, cmpx_here
         for directory in self.dirs.values():
             directory.mkdir(parents=True)
             workflow.files(directory)
@@ -40,23 +43,30 @@ class Workspace:
         if step.prepare:
             for directory in self.dirs.values():
                 step.prepare(directory)
+        here = shlex.split(step.cmpx)[0] == "cmpx"
         started = {tool: subprocess.Popen(_argv(getattr(step, tool)), cwd=self.dirs[tool], stdout=subprocess.PIPE,
-                                          stderr=subprocess.STDOUT, text=True) for tool in TOOLS}  # side by side
-        problems, outputs = [], {}
+                                          stderr=subprocess.STDOUT, text=True)
+                   for tool in TOOLS if not (tool == "cmpx" and here)}  # side by side
+        problems, outputs, codes = [], {}, {}
         try:
+            if here:
+                with contextlib.chdir(self.dirs["cmpx"]):
+                    done = self.cmpx_here(*shlex.split(step.cmpx)[1:])
+                outputs["cmpx"], codes["cmpx"] = done.stdout + done.stderr, done.returncode
             for tool, process in started.items():
                 outputs[tool] = process.communicate(timeout=300)[0]
+                codes[tool] = process.returncode
         finally:
             for process in started.values():
                 if process.poll() is None:
                     process.kill()
                     process.wait()
-        for tool, process in started.items():
+        for tool in TOOLS:
             output = outputs[tool]
             expected = step.cmpx_expect if tool == "cmpx" and step.cmpx_expect is not None else step.expect
             missing = [text for text in getattr(step, f"{tool}_says") if text not in output]
-            if process.returncode != expected or missing:
-                problems.append(f"{tool}: exit {process.returncode}, expected {expected}"
+            if codes[tool] != expected or missing:
+                problems.append(f"{tool}: exit {codes[tool]}, expected {expected}"
                                 + (f"; missing {missing}" if missing else "")
                                 + f"\n$ {getattr(step, tool)}\n{output[-3000:]}")
         for name in step.same_data if not problems else ():
@@ -87,9 +97,9 @@ def _cases():
 
 @pytest.mark.parametrize("workflow, index", list(_cases()))
 def test_each_example_command_line_gives_the_same_verdict_in_both_tools(workflow, index, workspaces,
-                                                                        tmp_path_factory, no_leaks):
+                                                                        tmp_path_factory, cmpx_here, no_leaks):
     if workflow.name not in workspaces:
-        workspaces[workflow.name] = Workspace(workflow, tmp_path_factory.mktemp(workflow.name))
+        workspaces[workflow.name] = Workspace(workflow, tmp_path_factory.mktemp(workflow.name), cmpx_here)
     workspace = workspaces[workflow.name]
     for step in workflow.steps[index if workflow.independent else 0:index + 1]:
         if step.id not in workspace.outcomes:

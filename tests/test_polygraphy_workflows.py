@@ -2,6 +2,7 @@
 index comparison, and the "Coming from Polygraphy" table (docs/polygraphy.md), every row of which runs here
 (Polygraphy's side too, where it runs without a GPU)."""
 
+import contextlib
 import json
 import os
 import re
@@ -36,8 +37,8 @@ def _table_rows():
 
 def _run(command: str, cwd) -> subprocess.CompletedProcess:
     words = shlex.split(command)
-    program = [sys.executable, "-m", "cmpx"] if words[0] == "cmpx" else [POLYGRAPHY]
-    return subprocess.run(program + words[1:], capture_output=True, text=True, cwd=cwd, timeout=300)
+    assert words[0] == "polygraphy", command
+    return subprocess.run([POLYGRAPHY, *words[1:]], capture_output=True, text=True, cwd=cwd, timeout=300)
 
 
 def _chains(rows):
@@ -65,7 +66,8 @@ def test_the_polygraphy_page_table_has_its_rows():
 
 
 @pytest.mark.parametrize("chain", _chains(_table_rows()), ids=lambda chain: chain[0][1].split(" ", 3)[-1][:40])
-def test_the_polygraphy_page_table_runs_row_by_row_in_both_tools(chain, tmp_path, no_leaks):
+def test_the_polygraphy_page_table_runs_row_by_row_in_both_tools(chain, tmp_path, cmpx_here, no_leaks):
+    # cmpx's rows run in this process (the same words through the same CLI), Polygraphy's as processes
     for side in ("polygraphy", "cmpx"):
         (tmp_path / side).mkdir()
         shutil.copy(EXAMPLE, tmp_path / side / "model.onnx")
@@ -74,7 +76,8 @@ def test_the_polygraphy_page_table_runs_row_by_row_in_both_tools(chain, tmp_path
         if "--trt" not in polygraphy:  # no GPU here: Polygraphy's TensorRT runner cannot run
             theirs = _run(polygraphy, tmp_path / "polygraphy")
             assert theirs.returncode == 0, f"{polygraphy}\n{theirs.stdout[-2000:]}{theirs.stderr[-2000:]}"
-        ours = _run(cmpx, tmp_path / "cmpx")
+        with contextlib.chdir(tmp_path / "cmpx"):
+            ours = cmpx_here(*shlex.split(cmpx)[1:])
         assert ours.returncode == 0, f"{cmpx}\n{ours.stdout[-3000:]}{ours.stderr[-2000:]}"
 
 

@@ -14,7 +14,7 @@ from urllib.parse import unquote
 
 import pytest
 
-from browser import Dom, dump_dom, find_chromium
+from browser import Dom, dump_dom
 from cmpx.sweep.diff import compare
 from cmpx.sweep.summary import SweepSummary
 from cmpx.sweep.tables import classnames
@@ -53,11 +53,10 @@ def sweeps(tmp_path_factory):
 
 
 @pytest.fixture
-def chromium():
-    binary = find_chromium()
-    if binary is None:
+def chromium(headless_chromium):
+    if headless_chromium is None:
         pytest.skip("headless Chromium is not installed (apt-get install chromium; .ci/run installs it)")
-    return binary
+    return headless_chromium
 
 
 def _grid(dom):
