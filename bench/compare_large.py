@@ -13,7 +13,10 @@ and each figure is the median of --repeat, with the load average before and afte
 be compared on a shared machine. Besides wall time, the CPU time of each command's processes (user + system,
 workers included), which a loaded machine distorts less.
 
-    python bench/compare_large.py [--repeat 3] [--quick] [--skip-in-process] [--skip-end-to-end]
+Small outputs: one output's full check at 128 to 16,384 elements, error statistics sorted and binned (forced),
+against Polygraphy's; the fixed cost a small model pays per output and iteration.
+
+    python bench/compare_large.py [--repeat 3] [--quick] [--skip-small] [--skip-in-process] [--skip-end-to-end]
 """
 
 from __future__ import annotations
@@ -102,6 +105,37 @@ def in_process(repeat: int) -> None:
               f"{theirs_memory / tensor:14.2f}x")
 
 
+def small_outputs(repeat: int) -> None:
+    """Small outputs, as a small model gives on every iteration: the fixed cost of one output's full check, with
+    error statistics sorted (up to cmpx_comparators.sorted_pass.SORT_ELEMENTS) and binned (the large-output path,
+    forced), against Polygraphy's."""
+    from cmpx_comparators import errors
+
+    rng = np.random.default_rng(0)
+    print(f"small outputs: float32 noise (1e-6), default tolerances; per output, median of {repeat} x 200 calls; "
+          f"load {_load()}")
+    print(f"{'elements':>9} {'cmpx sorted us':>15} {'cmpx binned us':>15} {'polygraphy us':>14} {'binned/sorted':>14} "
+          f"{'polygraphy/sorted':>18}")
+    for size in (128, 4096, errors.SORT_ELEMENTS):
+        reference = rng.standard_normal(size, dtype=np.float32)
+        actual = reference + rng.standard_normal(size, dtype=np.float32) * np.float32(1e-6)
+        calls = 200
+
+        def per_call(compare, *args):
+            return lambda *_: [compare(*args) for _ in range(calls)][-1]
+
+        (ours, _), _ = timed(per_call(cmpx_compare, actual, reference, 1e-5, 1e-5), repeat=repeat)
+        sort = errors.SORT_ELEMENTS
+        errors.SORT_ELEMENTS = 0
+        try:
+            (binned, _), _ = timed(per_call(cmpx_compare, actual, reference, 1e-5, 1e-5), repeat=repeat)
+        finally:
+            errors.SORT_ELEMENTS = sort
+        (theirs, _), _ = timed(per_call(polygraphy_compare, actual, reference, 1e-5, 1e-5), repeat=repeat)
+        ours, binned, theirs = (t / calls * 1e6 for t in (ours, binned, theirs))
+        print(f"{size:9} {ours:15.0f} {binned:15.0f} {theirs:14.0f} {binned / ours:13.1f}x {theirs / ours:17.1f}x")
+
+
 def _models(tmp: str) -> tuple[str, str]:
     import onnx
     from onnx import TensorProto, helper, numpy_helper
@@ -183,8 +217,11 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="one measurement per case (bounded time)")
     parser.add_argument("--skip-in-process", action="store_true")
     parser.add_argument("--skip-end-to-end", action="store_true")
+    parser.add_argument("--skip-small", action="store_true")
     args = parser.parse_args()
     repeat = 1 if args.quick else args.repeat
+    if not args.skip_small:
+        small_outputs(repeat)
     if not args.skip_in_process:
         in_process(repeat)
     if not args.skip_end_to_end:
