@@ -72,18 +72,27 @@ def test_the_html_of_a_report_names_its_verdict_first_divergence_and_failures(mo
 
 
 @pytest.mark.parametrize("delay", [0.001, 0.02, 0.1, 0.4, 1.5])
-def test_ctrl_c_in_the_first_seconds_raises_run_interrupted_with_a_report(delay):
+def test_ctrl_c_in_the_first_seconds_raises_run_interrupted_with_a_report(delay, monkeypatch):
     """Before: a bare KeyboardInterrupt from the plugin loading, the checks or the workers' start. Each delay lands
-    somewhere in a run of 3 slow iterations (a real SIGINT, sent by a timer's signal); each raises RunInterrupted,
-    leaving no worker."""
+    somewhere in a run of 3 slow iterations (a real SIGINT, sent by a timer's signal, armed once cmpx.run is
+    entered: armed before the call, on a busy machine it fired in this test's own code, and a KeyboardInterrupt
+    there ends the whole test process); each raises RunInterrupted, leaving no worker."""
+    from cmpx import api
+
     run, interrupted = cmpx.run, cmpx.RunInterrupted  # imported now (lazy attributes), not while the timer runs
+    inner = api._run
+
+    def armed(*args, **kwargs):  # called inside run's handling of Ctrl-C
+        signal.setitimer(signal.ITIMER_REAL, delay)
+        return inner(*args, **kwargs)
+
+    monkeypatch.setattr(api, "_run", armed)
     before = signal.signal(signal.SIGALRM, lambda *_: os.kill(os.getpid(), signal.SIGINT))
     swallowed: list[BaseException] = []  # CPython ignores an exception raised inside a finalizer (__del__)
     hook = sys.unraisablehook
     sys.unraisablehook = lambda unraisable: swallowed.append(unraisable.exc_value)
     try:
         try:
-            signal.setitimer(signal.ITIMER_REAL, delay)
             run(EXAMPLE, ["onnxrt", "faulty"], iterations=3, **SLOW)
         except interrupted as exc:
             raised = exc
@@ -92,6 +101,8 @@ def test_ctrl_c_in_the_first_seconds_raises_run_interrupted_with_a_report(delay)
                 pytest.xfail("the SIGINT came while a finalizer (__del__) ran, where CPython swallows the "
                              "KeyboardInterrupt: no program sees that Ctrl-C")
             pytest.fail("the run finished: the interrupt did not raise RunInterrupted")
+    except KeyboardInterrupt:  # not in cmpx.run: a failure of this test, not the end of the test process
+        pytest.fail("the SIGINT came after cmpx.run had returned: the run was faster than the delay")
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, before)
