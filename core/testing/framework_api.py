@@ -10,7 +10,9 @@ framework's own.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import contextlib
+import ctypes
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -42,17 +44,41 @@ def run_plain(backend: str, model_path: str, feeds: Mapping[str, Any],
         import onnx
         import openvino
 
-        compiled = openvino.Core().compile_model(model_path, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
-        results = compiled.create_infer_request().infer(dict(feeds))
-        # a port may carry several tensor names (an output that is also an input): the ones the model declares
-        wanted = list(outputs) if outputs is not None else \
-            [o.name for o in onnx.load(model_path, load_external_data=False).graph.output]
-        found = {}
-        for port in compiled.outputs:
-            for name in port.get_names() & set(wanted):
-                found[name] = np.array(results[port], copy=True)  # the request's buffers are reused
-        return {name: found[name] for name in wanted if name in found}
+        with signal_stack_kept():
+            compiled = openvino.Core().compile_model(model_path, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+            results = compiled.create_infer_request().infer(dict(feeds))
+            # a port may carry several tensor names (an output that is also an input): the ones the model declares
+            wanted = list(outputs) if outputs is not None else \
+                [o.name for o in onnx.load(model_path, load_external_data=False).graph.output]
+            found = {}
+            for port in compiled.outputs:
+                for name in port.get_names() & set(wanted):
+                    found[name] = np.array(results[port], copy=True)  # the request's buffers are reused
+            return {name: found[name] for name in wanted if name in found}
     raise ValueError(f"no plain API for backend {backend!r}; known: {', '.join(PLAIN_APIS)}")
+
+
+class _SignalStack(ctypes.Structure):
+    _fields_ = [("ss_sp", ctypes.c_void_p), ("ss_flags", ctypes.c_int), ("ss_size", ctypes.c_size_t)]
+
+
+@contextlib.contextmanager
+def signal_stack_kept() -> Iterator[None]:
+    """Put this thread's alternate signal stack back afterwards. OpenVINO's compile_model gives the calling thread
+    an alternate signal stack of its own and later frees that memory, leaving the thread's stack pointing at unmapped
+    memory: the next signal handled on that thread (Python's handlers run on the alternate stack) killed the whole
+    process with SIGSEGV (a test process's Ctrl-C test, long after the OpenVINO test that ran before it)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        saved = _SignalStack()
+        kept = libc.sigaltstack(None, ctypes.byref(saved)) == 0
+    except (OSError, AttributeError):
+        kept = False
+    try:
+        yield
+    finally:
+        if kept:
+            libc.sigaltstack(ctypes.byref(saved), None)
 
 
 def unwrap_optionals(outputs: dict[str, Any], optional: Sequence[str]) -> dict[str, Any]:

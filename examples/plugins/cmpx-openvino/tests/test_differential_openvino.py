@@ -80,3 +80,4 @@ def test_the_scikit_learn_pipeline_is_refused_by_openvino_itself(tmp_path):
     # ai.onnx.ml operators): nothing of cmpx's can be compared with OpenVINO's own results
     with pytest.raises(Exception, match="Unsupported value_info type: output_probability"):
         check_model("openvino", str(CORPUS / "skl_pipeline.onnx"), str(tmp_path))
+
