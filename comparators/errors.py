@@ -237,12 +237,13 @@ def error_stats(actual: np.ndarray, reference: np.ndarray, *, atol: float, rtol:
                        reference_peak=diffs.reference_peak, beyond_atol=beyond)
     if mismatches:  # the smallest passing tolerances are only said of failing outputs
         stats.min_atol, stats.min_rtol = min_atol, min_rtol
+    k = min(max(WORST_ELEMENTS, worst_count(samples)), stats.size)
     if sorted_pass:
-        largest = _sorted_pass2(actual, reference, stats, errors, (abs_acc, rel_acc), wanted, nan_equal, inf_equal,
-                                worst_count(samples))
+        largest = _sorted_pass2(errors, (abs_acc, rel_acc), wanted, k)
     else:
-        largest = _pass2(actual, reference, stats, abs_acc, rel_acc, wanted, nan_equal, inf_equal,
-                         worst_count(samples))
+        largest = _pass2(actual, reference, stats.plan, abs_acc, rel_acc, wanted, nan_equal, inf_equal, k)
+    stats.worst = [_worst_element(actual, reference, plan, index, nan_equal, inf_equal)
+                   for index in largest[:WORST_ELEMENTS]]
     if samples and stats.size:
         stats.sample = error_sample(actual, reference, plan, largest, samples,
                                     (abs_acc.bin_counts(), rel_acc.bin_counts()), nan_equal, inf_equal)
@@ -279,30 +280,35 @@ def _nan_max(a: float, b: float) -> float:
     return math.nan if math.isnan(a) or math.isnan(b) else max(a, b)
 
 
-def _pass2(actual: np.ndarray, reference: np.ndarray, stats: ErrorStats, abs_acc: _Accumulator,
-           rel_acc: _Accumulator, wanted: tuple[float, ...], nan_equal: bool, inf_equal: bool,
-           largest: int = 0) -> list[int]:
-    """Quantiles and worst elements. Returns the flat indices of the ``largest`` (at least the reported) largest
-    absolute errors, largest first."""
+def _unsearched_quantiles(s: Summary, wanted: tuple[float, ...]) -> dict[float, float] | None:
+    """The quantiles that need no search: 0 for an empty output, NaN where an error is NaN (as numpy), the value of a
+    constant one; None for the others."""
+    if s.count == 0 or s.nan_count or s.min == s.max:
+        return {q: (0.0 if s.count == 0 else math.nan if s.nan_count else s.min) for q in wanted}
+    return None
+
+
+def _pass2(actual: np.ndarray, reference: np.ndarray, plan: DiffPlan, abs_acc: _Accumulator,
+           rel_acc: _Accumulator, wanted: tuple[float, ...], nan_equal: bool, inf_equal: bool, k: int) -> list[int]:
+    """Quantiles (into the summaries) and the flat indices of the ``k`` largest absolute errors, largest first."""
     n = abs_acc.summary.count
-    if n == 0:
-        for acc in (abs_acc, rel_acc):
-            acc.summary.quantiles = {q: 0.0 for q in wanted}
-        return []
-    bits = 32 if stats.plan.work.itemsize == 4 else 64
+    bits = 32 if plan.work.itemsize == 4 else 64
     selectors: list[RankSelector | FineRanks | None] = []
     for acc in (abs_acc, rel_acc):
         s = acc.summary
-        if s.nan_count or s.min == s.max:  # NaN poisons quantiles (as in numpy); constant arrays need no search
-            s.quantiles = {q: (math.nan if s.nan_count else s.min) for q in wanted}
+        unsearched = _unsearched_quantiles(s, wanted)
+        if unsearched is not None:
+            s.quantiles = unsearched
             selectors.append(None)
         else:
             ranks = [r for q in wanted for r in quantile_ranks(n, q)[:2]]
             counted = bits == 32 and pays_off(acc.bin_counts(), ranks)
             selectors.append(FineRanks(acc.bin_counts(), ranks) if counted else RankSelector(acc.bin_counts(), ranks))
-    top = TopK(min(max(WORST_ELEMENTS, largest), n), abs_acc.bin_counts())
+    if n == 0:
+        return []
+    top = TopK(k, abs_acc.bin_counts())
     chunk = min(CHUNK_ELEMENTS, n)
-    diffs = DiffComputer(stats.plan, chunk, nan_equal, inf_equal)
+    diffs = DiffComputer(plan, chunk, nan_equal, inf_equal)
     keys = np.empty((2, chunk), np.uint32)  # reused: bin keys of float32 errors (float64 ones allocate)
     selected = np.empty(chunk, bool)
     for offset, a, b in _chunks(actual, reference):
@@ -320,27 +326,16 @@ def _pass2(actual: np.ndarray, reference: np.ndarray, stats: ErrorStats, abs_acc
             for q in wanted:
                 low, high, t = quantile_ranks(n, q)
                 acc.summary.quantiles[q] = lerp(found[low], found[high], t)
-    indices = top.indices()
-    stats.worst = [_worst_element(actual, reference, stats.plan, index, nan_equal, inf_equal)
-                   for index in indices[:WORST_ELEMENTS]]
-    return list(indices)
+    return list(top.indices())
 
 
-def _sorted_pass2(actual: np.ndarray, reference: np.ndarray, stats: ErrorStats, errors: tuple[np.ndarray, np.ndarray],
-                  accumulators: tuple[_Accumulator, _Accumulator], wanted: tuple[float, ...], nan_equal: bool,
-                  inf_equal: bool, largest: int = 0) -> list[int]:
+def _sorted_pass2(errors: tuple[np.ndarray, np.ndarray], accumulators: tuple[_Accumulator, _Accumulator],
+                  wanted: tuple[float, ...], k: int) -> list[int]:
     """_pass2 for an output of one chunk, from its errors of pass 1 (cmpx_comparators.sorted_pass)."""
-    n = accumulators[0].summary.count
     for values, acc in zip(errors, accumulators):
-        s = acc.summary
-        if n == 0 or s.nan_count or s.min == s.max:
-            s.quantiles = {q: (0.0 if n == 0 else math.nan if s.nan_count else s.min) for q in wanted}
-        else:
-            s.quantiles = sorted_quantiles(values, wanted)
-    indices = largest_indices(errors[0], min(max(WORST_ELEMENTS, largest), n))
-    stats.worst = [_worst_element(actual, reference, stats.plan, index, nan_equal, inf_equal)
-                   for index in indices[:WORST_ELEMENTS]]
-    return indices
+        unsearched = _unsearched_quantiles(acc.summary, wanted)
+        acc.summary.quantiles = unsearched if unsearched is not None else sorted_quantiles(values, wanted)
+    return largest_indices(errors[0], k)
 
 
 def _worst_element(actual: np.ndarray, reference: np.ndarray, plan: DiffPlan, flat_index: int, nan_equal: bool,
