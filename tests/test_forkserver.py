@@ -199,8 +199,8 @@ def test_a_fork_refused_for_want_of_processes_is_the_machines_limit_not_a_backen
 def test_the_python_api_forks_the_workers_of_many_runs_from_one_server(tmp_path):
     import cmpx
 
-    spy = tmp_path / "spy.txt"
-    os.environ["CMPX_FORK_SPY"] = str(spy)
+    spy, draws = tmp_path / "spy.txt", tmp_path / "draws.txt"
+    os.environ["CMPX_FORK_SPY"], os.environ["CMPX_FORK_SPY_DRAWS"] = str(spy), str(draws)
     try:
         with cmpx.ForkServers() as servers:
             reports = [cmpx.run(EXAMPLE, ["onnxrt", "onnxref"], plugins=["cmpx_test_forkspy"], fork_servers=servers)
@@ -209,10 +209,11 @@ def test_the_python_api_forks_the_workers_of_many_runs_from_one_server(tmp_path)
             assert server.preloaded == {"cmpx_onnxrt.backend", "cmpx_onnxref.backend"}
         assert settled(lambda: [server.process.pid] if server.process.poll() is None else []) == []
     finally:
-        del os.environ["CMPX_FORK_SPY"]
+        del os.environ["CMPX_FORK_SPY"], os.environ["CMPX_FORK_SPY_DRAWS"]
     assert [report.exit_code for report in reports] == [0, 0, 0]
     assert all(report.pairs and len(report.pairs[0].outputs) == 2 and report.pairs[0].passed for report in reports)
     assert spy.read_text().split() == ["cmpx-worker"] * 6  # every worker forked, two per run
+    assert len(set(draws.read_text().split())) == 6  # each its own numpy random stream, as a spawned worker has
     assert worker_processes() == []
 
 

@@ -97,6 +97,15 @@ def _fork(request, fds, worker_main, own_fds, children):
     return {"op": "forked", "id": request_id, "pid": pid}
 
 
+def _reseed_numpy():
+    """Every forked worker would otherwise draw the server's numpy global random stream (``numpy.random.rand`` in
+    a plugin's backend): the same numbers in each worker and each run, where spawned workers each seed from the
+    OS. Python's own ``random`` reseeds itself after a fork; numpy does not."""
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:
+        numpy.random.seed()
+
+
 def _become_worker(fd_in, fd_out, log, worker_main, own_fds, request, server_pid):
     """In the forked child: what a spawned worker starts with (its own session, the coordinator's working directory
     and the worker's environment, stdin from /dev/null, stdout and stderr to its log, only its pipes open), then
@@ -114,6 +123,7 @@ def _become_worker(fd_in, fd_out, log, worker_main, own_fds, request, server_pid
             os.environ.update(env)
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        _reseed_numpy()
         for fd in own_fds:
             os.close(fd)
         _set_name(WORKER_NAME)
