@@ -22,16 +22,21 @@ ray = pytest.importorskip("ray", reason="Ray is not installed: pip install 'cmpx
 pytestmark = pytest.mark.xdist_group("ray")
 
 
-def _alive(pids: set[int]) -> set[int]:
-    alive = set()
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                if f.read().rsplit(")", 1)[1].split()[0] != "Z":
-                    alive.add(pid)
-        except OSError:
-            pass
-    return alive
+def _identity(pid: int) -> tuple[str, str, str] | None:
+    """(start time, parent, command line) of a live process, or None where it is gone or a zombie: the start
+    time tells a process from a later one given its PID."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            command = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return None
+    return None if fields[0] == "Z" else (fields[19], fields[1], command)
+
+
+def _alive(started: dict[int, tuple[str, str, str]]) -> dict[int, tuple[str, str, str]]:
+    return {pid: now for pid, then in started.items() if (now := _identity(pid)) and now[0] == then[0]}
 
 
 @pytest.fixture(scope="module")
@@ -40,13 +45,19 @@ def local_ray():
     before = descendants(os.getpid())
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)  # never another Ray
     yield
-    started = descendants(os.getpid()) - before
-    started -= {pid for server in fork_servers() for pid in (server, *descendants(server))}  # the suite's, not Ray's
+    # Ray's: the processes it started below this one (its GCS, raylet, agents), and theirs (its workers), but not
+    # the suite's fork servers, nor the new children of a process older than Ray (a browser's renderers)
+    ours = {pid: identity for pid in descendants(os.getpid()) - before if (identity := _identity(pid))}
+    servers = set(fork_servers())
+    started = {pid for pid, (_, parent, _) in ours.items() if int(parent) == os.getpid() and pid not in servers}
+    started |= {pid for top in started for pid in descendants(top)}
+    identities = {pid: identity for pid, identity in ours.items() if pid in started}
     ray.shutdown()
     deadline = time.monotonic() + 15
-    while _alive(started) and time.monotonic() < deadline:
+    while _alive(identities) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert _alive(started) == set(), "Ray left processes behind"
+    left = {pid: f"parent {parent}: {command}" for pid, (_, parent, command) in _alive(identities).items()}
+    assert left == {}, f"processes started under these tests outlived Ray's shutdown (of {len(identities)}): {left}"
 
 
 def test_ray_runs_tasks_on_the_main_thread_of_its_workers(local_ray):
