@@ -45,16 +45,17 @@ def _free_port() -> int:
     raise AssertionError(f"no free port in {first}-{last}")
 
 
-def _processes_with(variable: str) -> dict[int, str]:
-    """Live processes whose environment holds ``variable`` (NAME=value), with their command lines."""
+def _processes_with(variable: str, directory: str) -> dict[int, str]:
+    """Live processes whose environment holds ``variable`` (NAME=value), or that hold a file open in ``directory``
+    (Ray's agents retitle themselves over their environment), with their command lines."""
     found = {}
     needle = variable.encode()
     for entry in os.listdir("/proc"):
-        if not entry.isdigit():
+        if not entry.isdigit() or int(entry) == os.getpid():
             continue
         try:
             with open(f"/proc/{entry}/environ", "rb") as f:
-                if needle not in f.read().split(b"\0"):
+                if needle not in f.read().split(b"\0") and not _holds_file_in(entry, directory):
                     continue
             with open(f"/proc/{entry}/stat") as f:
                 if f.read().rsplit(")", 1)[1].split()[0] == "Z":
@@ -64,6 +65,16 @@ def _processes_with(variable: str) -> dict[int, str]:
         except OSError:
             continue
     return found
+
+
+def _holds_file_in(pid: str, directory: str) -> bool:
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}").startswith(directory + "/"):
+                return True
+        except OSError:
+            continue
+    return False
 
 
 class Cluster:
@@ -83,10 +94,10 @@ class Cluster:
     def start(self) -> None:
         self._start("--head", "--port", str(self.port), "--num-cpus", "2", "--include-dashboard=false",
                     "--dashboard-port", str(_free_port()))
-        self.head = {pid for pid, command in _processes_with(self.mark).items()
+        self.head = {pid for pid, command in _processes_with(self.mark, self.tmp).items()
                      if "gcs_server" in command or "/raylet " in command}
         self._start("--address", self.address, "--num-cpus", "1")
-        self.node = {pid for pid, command in _processes_with(self.mark).items()
+        self.node = {pid for pid, command in _processes_with(self.mark, self.tmp).items()
                      if "/raylet " in command} - self.head
 
     def _start(self, *args: str) -> None:
@@ -100,12 +111,12 @@ class Cluster:
                               text=True, cwd=REPO, env=dict(self.env, **(env or {})), timeout=timeout)
 
     def stop(self) -> None:
-        for pid in _processes_with(self.mark):
+        for pid in _processes_with(self.mark, self.tmp):
             os.kill(pid, signal.SIGKILL)
         deadline = time.monotonic() + 15
-        while _processes_with(self.mark) and time.monotonic() < deadline:
+        while _processes_with(self.mark, self.tmp) and time.monotonic() < deadline:
             time.sleep(0.1)
-        left = _processes_with(self.mark)
+        left = _processes_with(self.mark, self.tmp)
         shutil.rmtree(self.tmp, ignore_errors=True)
         assert left == {}, f"processes of the test's Ray outlived it: {left}"
 

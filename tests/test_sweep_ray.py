@@ -20,6 +20,7 @@ ray = pytest.importorskip("ray", reason="Ray is not installed: pip install 'cmpx
 
 # One local Ray per test process: in a parallel suite (-n) these tests run one after the other in one process.
 pytestmark = pytest.mark.xdist_group("ray")
+RAY_ORPHANS_SECONDS = 75
 
 
 def _identity(pid: int) -> tuple[str, str, str] | None:
@@ -53,7 +54,10 @@ def local_ray():
     started |= {pid for top in started for pid in descendants(top)}
     identities = {pid: identity for pid, identity in ours.items() if pid in started}
     ray.shutdown()
-    deadline = time.monotonic() + 15
+    # ray.shutdown gives the raylet 1 s to exit on SIGTERM, then kills it, and the GCS. Where it was killed (a busy
+    # machine), its workers and agents outlive it by up to 60 s: they wait that long for the dead GCS (Ray's
+    # gcs_rpc_server_reconnect_timeout_s; the agents' publish_error timeout). A process never ending still fails.
+    deadline = time.monotonic() + RAY_ORPHANS_SECONDS
     while _alive(identities) and time.monotonic() < deadline:
         time.sleep(0.1)
     left = {pid: f"parent {parent}: {command}" for pid, (_, parent, command) in _alive(identities).items()}
