@@ -37,6 +37,39 @@ def test_the_first_divergence_is_the_perturbed_layer_through_a_saved_run(run_cli
     assert divergence["metrics"][0]["data"]["abs"]["max"] > 1e-6
 
 
+def test_against_saved_outputs_alone_no_layer_is_blamed(run_cli, twins, tmp_path):
+    """Saved without marks, only the model's outputs are compared: the error may enter at any layer, so no first
+    divergence is named (the output's own node was, with its statistics printed again), as in a live run."""
+    base, perturbed = twins
+    saved = tmp_path / "golden"
+    assert run_cli("run", base, *BACKENDS, "--save-outputs", saved).exit_code == 0
+    later = run_cli("run", perturbed, "--backend", "onnxrt", "--load-outputs", saved, "--reference", "onnxref@golden",
+                    "--report-json", tmp_path / "r.json")
+    assert later.exit_code == 1, later.output
+    assert re.search(r"FAILED  Y: ", later.output) and "first divergence" not in later.output
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["pairs"][0]["first_divergence"] is None
+    assert next(r for r in report["results"] if r["kind"] == "pair")["first_divergence"] is None
+
+
+def test_an_output_computed_from_the_inputs_alone_is_where_its_error_enters(run_cli, tmp_path):
+    """Nothing between the inputs and the failing output: its node is named, against saved outputs too."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    def one_node(op):
+        io = [helper.make_tensor_value_info(name, TensorProto.FLOAT, [2, 3]) for name in "ABC"]
+        graph = helper.make_graph([helper.make_node(op, ["A", "B"], ["C"], name=op.lower())], "g", io[:2], io[2:])
+        return modelgen.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]),
+                             tmp_path / f"{op}.onnx")
+
+    saved = tmp_path / "sums"
+    assert run_cli("run", one_node("Add"), "--backend", "onnxrt", "--save-outputs", saved).exit_code == 0
+    later = run_cli("run", one_node("Sub"), "--backend", "onnxrt", "--load-outputs", saved)
+    assert later.exit_code == 1, later.output
+    assert re.search(r"first divergence: C \(sub, Sub\): max abs", later.output)
+
+
 def test_patterns_files_and_exclusions(run_cli, twins, tmp_path):
     base, _ = twins
     only_mm = run_cli("run", base, *BACKENDS, "--onnx-outputs", "mm*", "--onnx-exclude-outputs", "mm1?")
