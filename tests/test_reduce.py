@@ -49,6 +49,20 @@ def test_the_two_fault_chain_reduces_to_one_node_that_still_fails(run_cli, tmp_p
     assert reference.exit_code == 0, reference.output
 
 
+def test_a_reduction_whose_reader_goes_away_still_writes_the_reduced_model(tmp_path):
+    """``cmpx reduce ... | head -1``: the lines after the reader closed the pipe are dropped, not the reduction
+    (it ended at the next line, exit 1 as a mismatch, with nothing written). So for precision and tolerances."""
+    model = modelgen.save(modelgen.two_faults(), tmp_path / "two_faults.onnx")
+    out = tmp_path / "reduced.onnx"
+    process = subprocess.Popen([sys.executable, "-m", "cmpx", "reduce", str(model), "--backend", "onnxrt",
+                                "--backend", "onnxref", "-o", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert process.stdout.readline()
+    process.stdout.close()  # as head -1 does
+    errors = process.communicate(timeout=120)[1].decode()
+    assert process.returncode == 1 and "rror" not in errors, errors
+    assert _kept(out) == ["node20_BatchNormalization"]
+
+
 def test_the_reduced_models_data_as_polygraphy_json_makes_polygraphy_fail_on_it_too(run_cli, tmp_path):
     """#29 item 6: --save-inputs/--save-outputs ending in .json write Polygraphy's files, and cmpx prints the
     polygraphy run line that checks the reduced model; Polygraphy fails on it as cmpx does."""

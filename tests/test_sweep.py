@@ -192,6 +192,22 @@ args = "--backend onnxrt --backend faulty -p cmpx_test_faulty --faulty-fault inf
     assert resumed.exit_code == 0, resumed.output
 
 
+def test_a_sweep_whose_reader_goes_away_still_finishes_with_its_verdict(tmp_path):
+    """``cmpx sweep ... | head -1``: the lines after the reader closed the pipe are dropped; every cell still runs,
+    the summaries are written and the exit code is the sweep's (it was 1, a "mismatch", after a cell or two)."""
+    sweep = write_zoo(tmp_path)
+    out = tmp_path / "out"
+    process = subprocess.Popen([sys.executable, "-m", "cmpx", "sweep", str(sweep), "--out", str(out)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO)
+    assert process.stdout.readline().startswith(b"cmpx sweep | ")
+    process.stdout.close()  # as head -1 does
+    errors = process.communicate(timeout=120)[1].decode()
+    assert process.returncode == 1, errors
+    assert "rror" not in errors, errors
+    assert verdicts(out) == VERDICTS
+    assert summary(out)["exit_code"] == 1 and (out / "junit.xml").is_file()
+
+
 def test_the_ray_executor_without_ray_names_the_extra(tmp_path):
     code = ("import sys; sys.modules['ray'] = None  # as if Ray were not installed\n"
             "from cmpx.cli.main import cli; cli.main(sys.argv[1:], prog_name='cmpx')")

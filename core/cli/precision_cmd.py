@@ -56,7 +56,7 @@ def precision_command(output: str, max_candidates: int | None, strategy: str, li
     from cmpx.precision.driver import search_precision
     from cmpx.precision.request import PrecisionOptions
     from cmpx.printable import printable
-    from cmpx.reports.terminal import terminal_width
+    from cmpx.reports.terminal import PipeSafeEcho, terminal_width
     from cmpx.reports.text_lines import wrapped
 
     here = invocation(click.get_current_context())
@@ -64,5 +64,6 @@ def precision_command(output: str, max_candidates: int | None, strategy: str, li
     options = PrecisionOptions(request, output, max_candidates, strategy, verbose=cli["verbose"] > 0,
                                live_reference=live_reference)
     width = terminal_width(sys.stdout)  # a terminal's lines wrap at word boundaries; a pipe's stay whole
+    out = PipeSafeEcho()  # a reader gone (| head) ends the lines, not the search
     return int(search_precision(options, here.plugins, here.settings,
-                                lambda text: click.echo(wrapped(printable(text), width))))
+                                lambda text: out(wrapped(printable(text), width))))

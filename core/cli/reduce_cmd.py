@@ -44,12 +44,13 @@ def reduce_command(output: str, fail_on: str | None, words: tuple[str, ...]) -> 
     from cmpx.options.grammar import request_from_words
     from cmpx.printable import printable
     from cmpx.reduce.driver import ReduceOptions, reduce_model
-    from cmpx.reports.terminal import terminal_width
+    from cmpx.reports.terminal import PipeSafeEcho, terminal_width
     from cmpx.reports.text_lines import wrapped
 
     here = invocation(click.get_current_context())
     request, cli = request_from_words(list(words), here.plugins)
     options = ReduceOptions(request, output, fail_on, verbose=cli["verbose"] > 0)
     width = terminal_width(sys.stdout)  # a terminal's lines wrap at word boundaries; a pipe's stay whole
+    out = PipeSafeEcho()  # a reader gone (| head) ends the lines, not the reduction
     return int(reduce_model(options, here.plugins, here.settings,
-                            lambda text: click.echo(wrapped(printable(text), width))))
+                            lambda text: out(wrapped(printable(text), width))))

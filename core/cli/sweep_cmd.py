@@ -62,6 +62,7 @@ def diff_command(old: str, new: str, factor: float, as_json: bool, html_path: st
 
     from cmpx.outputs import check_file_output, write_whole
     from cmpx.printable import printable
+    from cmpx.reports.terminal import PipeSafeEcho
     from cmpx.sweep.diff import compare, read_results
     from cmpx.sweep.overview import Links, render_overview
 
@@ -69,15 +70,16 @@ def diff_command(old: str, new: str, factor: float, as_json: bool, html_path: st
     if html_path:
         check_file_output("--html", html_path)
     changes = compare(before, after, old, new, factor)
+    out = PipeSafeEcho()  # a reader gone (| head): the page is still written, the exit code still the changes'
     if as_json:
-        click.echo(json.dumps(changes.to_document(), indent=1, allow_nan=False))
+        out(json.dumps(changes.to_document(), indent=1, allow_nan=False))
     else:
         for line in changes.lines():
-            click.echo(printable(line))
+            out(printable(line))
     if html_path:
         links = Links(new, os.path.dirname(os.path.abspath(html_path)))
         write_whole("--html", html_path, render_overview(after, links, changes))
-        click.echo(f"wrote the overview with the changes to {html_path}", err=True)
+        PipeSafeEcho(err=True)(f"wrote the overview with the changes to {html_path}")
     return 1 if changes.worse else 0
 
 
@@ -119,11 +121,12 @@ def sweep_command(sweep_file: str, out: str, jobs: int | None, executor: str, ra
                   force_out: bool) -> int:
     from cmpx.cli.invocation import invocation
     from cmpx.printable import printable
-    from cmpx.reports.terminal import Progress
+    from cmpx.reports.terminal import PipeSafeEcho, Progress
     from cmpx.sweep.driver import SweepOptions, run_sweep
 
     everywhere = invocation(click.get_current_context()).prescan.plugin_args  # cmpx -p X sweep ..., and sweep's -p
     options = SweepOptions(sweep_file, out, jobs, executor, ray_address, rerun, tuple(everywhere) or plugin_args,
                            force_out, ship_models, pending_timeout)
-    return run_sweep(options, lambda text: click.echo(printable(text)), Progress.for_terminal(),
-                     warn=lambda message: click.echo(f"warning: {printable(message)}", err=True))
+    out, err = PipeSafeEcho(), PipeSafeEcho(err=True)  # a reader gone (| head) ends the lines, not the sweep
+    return run_sweep(options, lambda text: out(printable(text)), Progress.for_terminal(),
+                     warn=lambda message: err(f"warning: {printable(message)}"))

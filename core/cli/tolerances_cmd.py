@@ -48,9 +48,11 @@ Example:
 def tolerances_command(output: str, safety_factor: float, floor: str | None, words: tuple[str, ...]) -> int:
     from cmpx.cli.invocation import invocation
     from cmpx.printable import printable
+    from cmpx.reports.terminal import PipeSafeEcho
 
     here = invocation(click.get_current_context())
-    return derive(list(words), output, safety_factor, floor, here, lambda text: click.echo(printable(text)))
+    out = PipeSafeEcho()  # a reader gone (| head) ends the lines, not the measurement
+    return derive(list(words), output, safety_factor, floor, here, lambda text: out(printable(text)))
 
 
 def derive(words: list[str], output: str, factor: float, floor: str | None, here: Any,
