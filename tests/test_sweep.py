@@ -208,6 +208,26 @@ def test_a_sweep_whose_reader_goes_away_still_finishes_with_its_verdict(tmp_path
     assert summary(out)["exit_code"] == 1 and (out / "junit.xml").is_file()
 
 
+def test_a_run_of_one_backend_is_not_compared_not_passed(tmp_path, run_cli):
+    """A golden run (one backend, its outputs saved) compares nothing: its cells say so, as cmpx run does (NOT
+    COMPARED), in the lines, the summaries and a resumed sweep, and count as clean (exit 0), never as passed."""
+    runs = ('[[runs]]\nname = "ref"\nargs = "--backend onnxrt --backend onnxref"\n'
+            '[[runs]]\nname = "gold"\nargs = "--backend onnxrt --save-outputs gold/{model}.json"\n')
+    sweep = write_zoo(tmp_path, runs, names=("conv",))
+    out = tmp_path / "out"
+    first = run_cli("sweep", sweep, "--out", out)
+    assert first.exit_code == 0, first.output
+    assert "zoo/conv.onnx | gold: not compared" in first.output
+    assert "2 cells: 1 passed, 1 not compared | exit 0" in first.output
+    assert verdicts(out) == {("zoo/conv.onnx", "ref"): "passed", ("zoo/conv.onnx", "gold"): "not compared"}
+    assert "| zoo/conv.onnx | passed | not compared |" in (out / "summary.md").read_text()
+    again = run_cli("sweep", sweep, "--out", out)
+    assert "2 kept from an earlier sweep" in again.output and "1 passed, 1 not compared" in again.output
+    assert verdicts(out)[("zoo/conv.onnx", "gold")] == "not compared"
+    same = run_cli("sweep", "diff", out, out)
+    assert same.exit_code == 0, same.output
+
+
 def test_the_ray_executor_without_ray_names_the_extra(tmp_path):
     code = ("import sys; sys.modules['ray'] = None  # as if Ray were not installed\n"
             "from cmpx.cli.main import cli; cli.main(sys.argv[1:], prog_name='cmpx')")

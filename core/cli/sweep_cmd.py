@@ -127,6 +127,6 @@ def sweep_command(sweep_file: str, out: str, jobs: int | None, executor: str, ra
     everywhere = invocation(click.get_current_context()).prescan.plugin_args  # cmpx -p X sweep ..., and sweep's -p
     options = SweepOptions(sweep_file, out, jobs, executor, ray_address, rerun, tuple(everywhere) or plugin_args,
                            force_out, ship_models, pending_timeout)
-    out, err = PipeSafeEcho(), PipeSafeEcho(err=True)  # a reader gone (| head) ends the lines, not the sweep
-    return run_sweep(options, lambda text: out(printable(text)), Progress.for_terminal(),
-                     warn=lambda message: err(f"warning: {printable(message)}"))
+    echo, echo_err = PipeSafeEcho(), PipeSafeEcho(err=True)  # a reader gone (| head) ends the lines, not the sweep
+    return run_sweep(options, lambda text: echo(printable(text)), Progress.for_terminal(),
+                     warn=lambda message: echo_err(f"warning: {printable(message)}"))

@@ -259,6 +259,7 @@ class RunSummary:
     pairs: tuple[PairSummary, ...] = ()
     backends: tuple[BackendSummary, ...] = ()
     failures: tuple[FailureSummary, ...] = ()
+    compared: bool = True  # False: one backend alone, its outputs described, nothing compared
 
     @classmethod
     def from_document(cls, document: Mapping[str, Any]) -> RunSummary:
@@ -276,7 +277,7 @@ class RunSummary:
                                             (b.get("infer_seconds") or {}).get("mean")) for b in live)
             failures = tuple(FailureSummary(b["name"], b["failure"]["phase"], b["failure"]["kind"],
                                             b["failure"]["message"]) for b in live if b.get("failure"))
-            return cls(int(document["exit_code"]), pairs, backends, failures)
+            return cls(int(document["exit_code"]), pairs, backends, failures, bool(document.get("compared", True)))
         except (KeyError, TypeError, AttributeError) as exc:
             raise ValueError(f"not a cmpx report: {type(exc).__name__} {exc}") from None
 
@@ -290,7 +291,8 @@ class RunSummary:
             if entry["name"] in failed:
                 entry["failure"] = _failure_record(failed.pop(entry["name"]))
         live += [{"name": f.backend, "kind": "live", "failure": _failure_record(f)} for f in failed.values()]
-        return strict({"format": "cmpx-report", "exit_code": self.exit_code, "backends": live, "pairs": [
+        return strict({"format": "cmpx-report", "exit_code": self.exit_code, "compared": self.compared,
+                       "backends": live, "pairs": [
             {"backend": p.backend, "reference": p.reference, "iterations": p.iterations,
              "iterations_passed": p.iterations_passed, "outputs": p.outputs, "outputs_passed": p.outputs_passed,
              "worst_abs": p.worst_abs, "worst_rel": p.worst_rel,

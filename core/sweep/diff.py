@@ -22,12 +22,12 @@ from typing import Any
 
 from cmpx.errors import UsageError
 from cmpx.reports.json_report import strict
-from cmpx.sweep.summary import NOT_RUN, CellEntry, SweepSummary
+from cmpx.sweep.summary import CLEAN, NOT_COMPARED, NOT_RUN, CellEntry, SweepSummary
 from cmpx.sweep.tables import error_number
 
 # Lower is graver; a change to a lower rank is worse.
 RANKS = {"internal error": 0, "usage error": 0, "backend failed": 0, "infrastructure failure": 0, "mismatch": 1,
-         "passed": 2}
+         "passed": 2, NOT_COMPARED: 2}
 KINDS = ("new failure", "verdict changed", "error grew", "no result", "fixed", "error shrank", "only in OLD",
          "only in NEW")
 
@@ -138,9 +138,9 @@ def _change(old: CellEntry, new: CellEntry, factor: float) -> Change | None:
     if new.verdict == NOT_RUN:
         return Change("no result", old, new, True)
     if old.verdict != new.verdict:
-        if new.verdict == "passed":
+        if new.verdict in CLEAN and old.verdict not in CLEAN:
             return Change("fixed", old, new, False)
-        if old.verdict == "passed":
+        if old.verdict in CLEAN and new.verdict not in CLEAN:
             return Change("new failure", old, new, True)
         return Change("verdict changed", old, new, RANKS.get(new.verdict, 0) < RANKS.get(old.verdict, 0))
     pairs = [(old.worst_abs, new.worst_abs), (old.worst_rel, new.worst_rel)]

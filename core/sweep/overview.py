@@ -19,13 +19,13 @@ from cmpx.outputs import write_whole
 from cmpx.reports.html_page import Cell, Content, Markup, Row, element, render_page, section, table
 from cmpx.sweep.diff import SweepDiff
 from cmpx.sweep.store import PAGE as CELL_PAGE
-from cmpx.sweep.summary import NOT_RUN, CellEntry, SweepSummary
+from cmpx.sweep.summary import CLEAN, NOT_COMPARED, NOT_RUN, CellEntry, SweepSummary
 from cmpx.sweep.tables import detail, divergence, error_number
 
 SUMMARY_PAGE = "summary.html"
 RANKS = {"internal error": 0, "usage error": 0, "backend failed": 0, "infrastructure failure": 0, "interrupted": 0,
-         "mismatch": 1, NOT_RUN: 2, "passed": 3}  # the order of the grid: gravest first
-STYLES = {"passed": "v-pass", "mismatch": "v-mismatch", NOT_RUN: "v-none"}  # any other verdict: v-error
+         "mismatch": 1, NOT_RUN: 2, NOT_COMPARED: 3, "passed": 3}  # the order of the grid: gravest first
+STYLES = {"passed": "v-pass", "mismatch": "v-mismatch", NOT_RUN: "v-none", NOT_COMPARED: "v-none"}  # else v-error
 
 
 def severity(entry: CellEntry) -> float:
@@ -103,11 +103,11 @@ def _grid_cell(entry: CellEntry, links: Links) -> Cell:
                    class_="where") if found and found[1].node else None
     return Cell([element("strong", word), errors, node], sort=severity(entry),
                 class_="cell " + STYLES.get(entry.verdict, "v-error"),
-                title=None if entry.verdict in ("passed", NOT_RUN) else detail(entry))
+                title=None if entry.verdict in (*CLEAN, NOT_RUN) else detail(entry))
 
 
 def problems_section(summary: SweepSummary, links: Links) -> Markup | None:
-    problems = sorted((e for e in summary.cells if e.verdict not in ("passed", NOT_RUN)), key=severity)
+    problems = sorted((e for e in summary.cells if e.verdict not in (*CLEAN, NOT_RUN)), key=severity)
     if not problems:
         return None
     rows = [Row([Cell(element("code", e.model), sort=e.model, class_="name"), e.run,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from cmpx.reports.terminal import Progress
-from cmpx.sweep.summary import CellEntry
+from cmpx.sweep.summary import CLEAN, CellEntry
 from cmpx.sweep.tables import detail, short
 
 
@@ -28,13 +28,13 @@ class SweepProgress:
     def cell_finished(self, entry: CellEntry) -> None:
         self.running -= 1
         self.done += 1
-        self.failed += entry.verdict != "passed"
+        self.failed += entry.verdict not in CLEAN
         seconds = entry.seconds
         took = f" ({seconds:.1f} s)" if isinstance(seconds, (int, float)) else ""
         line = f"[{self.done}/{self.total}] {entry.model} | {entry.run}: {short(entry)}{took}"
         self.terminal.clear()
         self.echo(line)
-        if entry.verdict not in ("passed", "mismatch"):  # a line of its own (one echo is one line)
+        if entry.verdict not in (*CLEAN, "mismatch"):  # a line of its own (one echo is one line)
             self.echo(f"        {detail(entry)}")
         self.tick(force=True)
 

@@ -31,6 +31,8 @@ VERDICTS: dict[int | None, str] = {
     ExitCode.BACKEND_FAILED: "backend failed", ExitCode.INTERNAL: "internal error",
     ExitCode.INTERRUPTED: "interrupted", ExitCode.INFRASTRUCTURE: "infrastructure failure", None: "not run"}
 NOT_RUN = "not run"
+NOT_COMPARED = "not compared"  # exit 0 of one backend alone (a golden run): described, nothing compared
+CLEAN = ("passed", NOT_COMPARED)  # the verdicts of exit 0
 
 
 def verdict(exit_code: int | None) -> str:
@@ -80,6 +82,8 @@ class CellEntry:
 
     @property
     def verdict(self) -> str:
+        if self.exit_code == ExitCode.PASSED and self.run_summary is not None and not self.run_summary.compared:
+            return NOT_COMPARED
         return verdict(self.exit_code)
 
     @property
@@ -140,8 +144,8 @@ class CellEntry:
         failure = None if failure is None else CellFailure(str(failure["message"]), tuple(
             FailureSummary(b["backend"], b["phase"], b["kind"], b["message"]) for b in failure.get("backends", ())))
         code = data["exit_code"]
-        summary = RunSummary(int(code), pairs, backends, failure.backends if failure else ()) if (
-            pairs or backends) else None
+        summary = RunSummary(int(code), pairs, backends, failure.backends if failure else (),
+                             data.get("verdict") != NOT_COMPARED) if (pairs or backends) else None
         return cls(str(data["model"]), str(data["run"]), None if code is None else int(code),
                    bool(data.get("reused")), summary, timings.get("seconds"), failure, data.get("report"),
                    data.get("log"), data.get("host"))

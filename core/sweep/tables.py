@@ -14,7 +14,7 @@ from cmpx.errors import telling_line
 from cmpx.outputs import write_whole
 from cmpx.printable import xml_safe
 from cmpx.reports.json_report import strict
-from cmpx.sweep.summary import NOT_RUN, CellEntry, SweepSummary
+from cmpx.sweep.summary import CLEAN, NOT_RUN, CellEntry, SweepSummary
 
 LOG_TAIL_LINES = 60  # of a failing cell's log, in its junit test case
 LOG_TAIL_CHARS = 16_000
@@ -76,7 +76,7 @@ def markdown(summary: SweepSummary) -> str:
     for model in summary.models:
         row = [short(entries[(model, run)]) if (model, run) in entries else NOT_RUN for run in summary.runs]
         lines.append(f"| {_cell_text(model)} | " + " | ".join(_cell_text(text) for text in row) + " |")
-    problems = [e for e in summary.cells if e.verdict not in ("passed", NOT_RUN)]
+    problems = [e for e in summary.cells if e.verdict not in (*CLEAN, NOT_RUN)]
     if problems:
         lines += ["", "## Not passed", ""]
         lines += [f"- {_cell_text(e.model)} / {e.run}: {_cell_text(detail(e))}"
@@ -129,11 +129,11 @@ def junit(summary: SweepSummary, out: str | None = None) -> ET.Element:
             where = divergence(entry)
             ET.SubElement(case, "failure", message=detail(entry)).text = f"report: {entry.report}" + (
                 f"\nfirst divergence: {where}" if where else "")
-        elif entry.verdict != "passed":
+        elif entry.verdict not in CLEAN:
             errors += 1
             element = ET.SubElement(case, "error", message=f"{entry.verdict}: {detail(entry)}")
             element.text = entry.failure.message if entry.failure is not None else ""
-        if entry.verdict not in ("passed", NOT_RUN) and out is not None:
+        if entry.verdict not in (*CLEAN, NOT_RUN) and out is not None:
             ET.SubElement(case, "system-out").text = log_tail(out, entry)
     suite.set("failures", str(failures))
     suite.set("errors", str(errors))
