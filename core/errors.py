@@ -175,7 +175,7 @@ def bounded(text: str, limit: int) -> str:
     return f"{text[:keep]}\n[... {len(text) - 2 * keep} characters cut ...]\n{text[-keep:]}"
 
 
-_LOCATION = re.compile(r"^(?P<prefix>(?:[^:]*?: )*?)(?:Exception from |Check '.*' failed at )?"
+_LOCATION = re.compile(r"^(?P<prefix>(?:(?:[^:]|:(?! ))*?: )*?)(?:Exception from |Check '.*' failed at )?"
                        r"[\w./\\-]+\.(?:cpp|cc|cxx|c|h|hpp|py):\d+:?\s*$")
 
 

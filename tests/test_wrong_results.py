@@ -262,6 +262,12 @@ def test_the_telling_line_of_an_error_skips_lines_that_only_say_where_it_was_rai
                 "OpenVINO does not support the following ONNX operations: ai.onnx.ml.TreeEnsembleClassifier\n")
     assert telling_line(openvino) == ("openvino failed during load: RuntimeError: OpenVINO does not support the "
                                       "following ONNX operations: ai.onnx.ml.TreeEnsembleClassifier")
+    transformed = ("openvino:fp16 failed during load: RuntimeError: Exception from src/inference/src/cpp/core.cpp:105:\n"
+                   "Check 'false' failed at src/frontends/common_translators/src/unconverted_ops_report.cpp:151:\n"
+                   "FrontEnd API failed with OpConversionFailure:\nModel wasn't fully converted.\nSummary:\n"
+                   "-- No conversion rule found for operations: ai.onnx.ml.LinearClassifier\n")
+    assert telling_line(transformed) == ("openvino:fp16 failed during load: RuntimeError: No conversion rule found for "
+                                         "operations: ai.onnx.ml.LinearClassifier")  # a backend name with a colon
     assert telling_line("ValueError: shapes differ\nmore detail") == "ValueError: shapes differ"
     assert telling_line("\n\nsrc/only.cpp:3:\n") == "src/only.cpp:3:"  # nothing better: the line it has
 
