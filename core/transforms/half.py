@@ -21,6 +21,7 @@ from typing import Any
 from cmpx.errors import UsageError
 from cmpx.transforms.kept_float32 import join_kept_float32
 from cmpx.transforms.options import TransformOptions
+from cmpx.transforms.returned_as_is import put_back, set_aside
 from cmpx.transforms.saving import read_external, save_model
 from cmpx.transforms.streamed import detach
 
@@ -60,9 +61,11 @@ class HalfPrecision:
                              "list the nodes with: cmpx tensors MODEL")
         keep_ops = [k for k in self.options.keep_fp32 if k in op_types and k not in node_names]  # a name first
         keep_nodes = [k for k in self.options.keep_fp32 if k in node_names]
+        aside = set_aside(model.graph)  # outputs no node computes: the converter would define them twice
         converted = convert_float_to_float16(model, keep_io_types=True, op_block_list=blocked_ops() + keep_ops,
                                              node_block_list=keep_nodes, disable_shape_infer=True)
         converted = join_kept_float32(converted, node_names)
+        put_back(converted.graph, aside, detached.tensors)
         if self.kind == "bf16":
             converted = to_bfloat16(converted)
         save_model(topologically_sorted(converted), output_path, model_path, detached)

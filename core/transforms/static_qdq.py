@@ -28,6 +28,7 @@ from typing import Any
 
 from cmpx.errors import UsageError
 from cmpx.transforms.options import TransformOptions
+from cmpx.transforms.returned_as_is import put_back, set_aside
 from cmpx.transforms.saving import has_external_data, load_for_transform, save_model
 
 QUANTIZED = ("QuantizeLinear", "DequantizeLinear")
@@ -78,6 +79,7 @@ class StaticQuantization:
         model = load_for_transform(model_path, loads=lambda tensor: False)  # the quantizer reads the weights
         excluded = excluded_nodes(model, self.options.no_quantize)
         source_model = _raised_opset(model) if kind.raise_opset else model
+        aside = set_aside(source_model.graph)  # outputs no node computes: the quantizer would see a cycle
         with tempfile.TemporaryDirectory(prefix=f"cmpx-{self.kind}-") as scratch:
             source = os.path.join(scratch, "model.onnx")
             save_model(source_model, source, model_path)
@@ -100,7 +102,7 @@ class StaticQuantization:
                 root.setLevel(level)
         if not excluded:  # with nodes left out on purpose, a graph with nothing quantized is what was asked
             _check_quantized(self.kind, model, output_path)
-        _name_dequantized_values(output_path)
+        _name_dequantized_values(output_path, aside, model_path)
 
 
 def excluded_nodes(model, words: tuple[str, ...]) -> list[str]:
@@ -118,16 +120,37 @@ def excluded_nodes(model, words: tuple[str, ...]) -> list[str]:
     return list(dict.fromkeys(chosen))
 
 
-def _name_dequantized_values(output_path: str) -> None:
+def _name_dequantized_values(output_path: str, aside: list[tuple[int, Any]], model_path: str) -> None:
     """Give each quantized tensor's name to the value the quantized model computes for it, its DequantizeLinear
-    output (cmpx.transforms.dequantized_names says why); the weights stay where the quantizer wrote them."""
+    output (cmpx.transforms.dequantized_names says why), and put back the outputs set aside; the weights stay
+    where the quantizer wrote them."""
     import onnx
 
     from cmpx.transforms.dequantized_names import name_dequantized_values
 
     quantized = onnx.load(output_path, load_external_data=False)
-    if name_dequantized_values(quantized.graph):
+    renamed = name_dequantized_values(quantized.graph)
+    _return_dequantized_weights(quantized.graph, aside)
+    try:
+        put_back(quantized.graph, aside)
+    except ValueError as exc:
+        raise UsageError(f"the quantizer changed {model_path} too much: {exc}") from None
+    if renamed or aside:
         onnx.save(quantized, output_path)  # external tensors keep their references: only the graph is rewritten
+
+
+def _return_dequantized_weights(graph: Any, aside: list[tuple[int, Any]]) -> None:
+    """A weight the model returned as it is, now quantized (gone, its value the output of its DequantizeLinear):
+    that value is returned under the weight's name."""
+    from onnx import helper
+
+    there = {name for node in graph.node for name in node.output} | {t.name for t in graph.initializer} | {
+        i.name for i in graph.input}
+    for _, output in aside:
+        dequantized = f"{output.name}_DequantizeLinear_Output"
+        if output.name not in there and dequantized in there:
+            graph.node.append(helper.make_node("Identity", [dequantized], [output.name],
+                                               name=f"{output.name}_returned"))
 
 
 def _raised_opset(model):
