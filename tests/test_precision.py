@@ -150,7 +150,7 @@ def test_a_model_without_anything_to_quantize_names_its_nodes(run_cli, models):
     assert "int8: no node of the model could be quantized (nodes: log (Log))" in result.output
 
 
-@pytest.mark.parametrize("backend, extra", [("onnxrt:fp16", ()), ("onnxref:fp16", ()),
+@pytest.mark.parametrize("backend, extra", [("onnxrt:fp16", ()), ("onnxref:fp16", ()), ("onnxref:bf16", ()),
                                             ("onnxrt:fp16", ("--keep-fp32", "add")), ("onnxrt:int8", ()),
                                             ("onnxref:int8", ())])
 def test_outputs_that_are_an_input_or_a_weight_survive_the_transforms(run_cli, tmp_path, backend, extra):
