@@ -253,6 +253,20 @@ def test_a_comparison_that_cannot_fail_says_so_in_every_report(run_cli, tmp_path
     assert fixed.exit_code == 0 and "cannot fail" not in fixed.output, fixed.output
 
 
+def test_outputs_that_are_all_empty_pass_saying_that_no_value_was_compared(run_cli, tmp_path, models):
+    """A batch of 0 (or an empty NMS result on both sides): the shapes agree, so the run passes, but a CI gate
+    must hear that no value was compared; one non-empty output is a comparison."""
+    result = run_cli("run", models.dynamic_add, "--backend", "onnxrt", "--backend", "onnxref", "--input-shapes", "N=0",
+                     "--report-html", tmp_path / "r.html")
+    assert result.exit_code == 0, result.output
+    assert "1 output(s), 0 element(s) compared" in result.output
+    assert "  warning: every output of onnxrt vs onnxref was empty (0 elements): their shapes agree, but no value was " \
+           "compared" in result.output
+    assert "was empty (0 elements)" in (tmp_path / "r.html").read_text()
+    full = run_cli("run", models.dynamic_add, "--backend", "onnxrt", "--backend", "onnxref", "--input-shapes", "N=2")
+    assert full.exit_code == 0 and "was empty" not in full.output, full.output
+
+
 def test_the_telling_line_of_an_error_skips_lines_that_only_say_where_it_was_raised():
     from cmpx.errors import telling_line
 

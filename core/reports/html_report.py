@@ -25,6 +25,7 @@ from cmpx.reports.html_oracle import oracle_section
 from cmpx.reports.html_results import REL_BEYOND_ATOL, divergence_section, fmt, layers_section, num, pair_title, \
     plots_section, results_section, verdict_cell
 from cmpx.reports.profile import divergence_label, layer_profiles
+from cmpx.reports.text_lines import all_empty_line
 
 
 def verdict_text(document: Mapping[str, Any]) -> str:
@@ -114,6 +115,8 @@ def summary_section(document: Mapping[str, Any]) -> Markup:
                            f"{fmt(item['reference_max'])}), so even an output of zeros would pass; "
                            f"--atol {item['output']}:0 lets rtol decide")
              for pair in document.get("pairs", ()) for item in pair.get("cannot_fail") or ()]
+    blind += [element("li", all_empty_line(pair["backend"], pair["reference"])) for pair in document.get("pairs", ())
+              if pair.get("outputs") and not pair.get("elements")]
     if blind:
         parts.append(element("ul", blind, class_="note cannot-fail"))
     timing = [b for b in document.get("backends", ()) if b.get("kind") == "live"]

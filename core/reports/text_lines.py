@@ -46,7 +46,15 @@ def blind_lines(tally: PairTally) -> list[str]:
     if len(blind) > BLIND_LISTED:
         lines.append(f"{len(blind) - BLIND_LISTED} more output(s) of {tally.backend} vs {tally.reference} cannot fail "
                      "either (the JSON report lists them: cannot_fail)")
+    if tally.outputs and not tally.elements:
+        lines.append(all_empty_line(tally.backend, tally.reference))
     return lines
+
+
+def all_empty_line(backend: str, reference: str) -> str:
+    """What the reports say of a pair whose compared outputs were all empty: it passes, and compared no value."""
+    return (f"every output of {backend} vs {reference} was empty (0 elements): their shapes agree, but no value was "
+            "compared; give inputs that make them non-empty (--input-shapes, --data-loader-script)")
 
 
 def pair_line(tally: PairTally) -> str:
