@@ -63,6 +63,39 @@ def test_a_reduction_whose_reader_goes_away_still_writes_the_reduced_model(tmp_p
     assert _kept(out) == ["node20_BatchNormalization"]
 
 
+def test_ctrl_c_writes_the_smallest_failing_subgraph_seen(tmp_path):
+    """Interrupted after a candidate failed, cmpx reduce writes that candidate (it wrote nothing, losing minutes of
+    search), says it is unfinished, and exits 130; reducing what it wrote goes on from there. Each run here takes a
+    second (a backend that sleeps in inference) so that the interrupt lands in the middle of the search."""
+    import signal
+
+    from conftest import REPO, interruptible
+
+    model = modelgen.save(modelgen.two_faults(), tmp_path / "two_faults.onnx")
+    out = tmp_path / "reduced.onnx"
+    slow = ["--backend", "faulty", "-p", "cmpx_test_faulty", "--faulty-fault", "infer:sleep"]
+    process = subprocess.Popen([sys.executable, "-m", "cmpx", "reduce", str(model), *slow, "--backend", "onnxref",
+                                "-o", str(out)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               cwd=REPO, env=dict(os.environ, PYTHONUNBUFFERED="1"), preexec_fn=interruptible)
+    printed = []
+    for line in process.stdout:
+        printed.append(line)
+        if re.match(r"candidate \d+ \(.*\): .*FAILED.*nodes left: \d+$", line.strip()):
+            break
+    process.send_signal(signal.SIGINT)
+    printed.append(process.communicate(timeout=60)[0])
+    said = "".join(printed)
+    assert process.returncode == 130, said
+    left = int(re.findall(r"nodes left: (\d+)", said)[-1])
+    assert re.search(rf"interrupted after \d+ candidate\(s\): wrote the smallest failing subgraph seen, {left} of "
+                     rf"60 node\(s\), to {re.escape(str(out))}", said), said
+    assert 0 < len(_kept(out)) == left < 60
+    again = subprocess.run([sys.executable, "-m", "cmpx", "run", str(out), "--backend", "onnxref", "--load-inputs",
+                            str(tmp_path / "reduced.inputs"), "--load-outputs", str(tmp_path / "reduced.outputs")],
+                           capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert again.returncode == 0, again.stdout + again.stderr  # what was written is the reference's own run
+
+
 def test_the_reduced_models_data_as_polygraphy_json_makes_polygraphy_fail_on_it_too(run_cli, tmp_path):
     """#29 item 6: --save-inputs/--save-outputs ending in .json write Polygraphy's files, and cmpx prints the
     polygraphy run line that checks the reduced model; Polygraphy fails on it as cmpx does."""

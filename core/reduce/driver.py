@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from cmpx.errors import ExitCode, UsageError
+from cmpx.outcome.report_data import RunInterrupted
 from cmpx.reduce.command_lines import polygraphy_command
 from cmpx.reduce.observe import FAIL_ON, FAILING, Observation, Observer, for_backends
 from cmpx.options.words import command_line, request_words
@@ -277,7 +278,11 @@ def _search(options: ReduceOptions, maker: CandidateMaker, fail_on: str, expecte
             echo(f"  {message}")
         return failed
 
-    kept = maker.nodes(reduce_nodes(total, fails))
+    try:
+        kept = maker.nodes(reduce_nodes(total, fails))
+    except (KeyboardInterrupt, RunInterrupted):
+        _interrupted(options, maker, best[0] if failed_any[0] else None, written, count[0], total, echo)
+        raise
     if crashed[0]:
         checked = _fails_anywhere(options, maker, kept, count[0] + 1, expected, observer, echo)
         if checked is not None:
@@ -304,6 +309,20 @@ def _search(options: ReduceOptions, maker: CandidateMaker, fail_on: str, expecte
         echo(f"the written model does not reproduce the failure by itself (exit {int(ExitCode.NOT_REPRODUCED)})")
         return ExitCode.NOT_REPRODUCED
     return ExitCode.MISMATCH
+
+
+def _interrupted(options: ReduceOptions, maker: CandidateMaker, smallest: list[int] | None, written: Written,
+                 count: int, total: int, echo: Callable[[str], None]) -> None:
+    """Ctrl-C during the search: the smallest failing subgraph seen is written (with its inputs and the reference's
+    outputs), said to be unfinished and unchecked; reducing it again goes on from there."""
+    if smallest is None:
+        echo(f"interrupted after {count} candidate(s): none failed yet, nothing written")
+        return
+    final = maker.make(smallest, 0, options.output, written.inputs_run)
+    _write_outputs(maker, final, written.outputs_run)
+    echo(f"interrupted after {count} candidate(s): wrote the smallest failing subgraph seen, {len(smallest)} of "
+         f"{total} node(s), to {options.output}, its inputs {written.inputs_run} and {maker.values.backend}'s "
+         f"outputs {written.outputs_run} (not reduced to the end, nor checked by itself: cmpx reduce on it goes on)")
 
 
 def _fails_anywhere(options: ReduceOptions, maker: CandidateMaker, kept: list[int], number: int, expected: dict,
