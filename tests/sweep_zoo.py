@@ -83,6 +83,30 @@ def processes_marked(marker: str) -> list[int]:
     return found
 
 
+def processes_using(directory: str) -> list[int]:
+    """Live processes (other than this one) holding a file open in ``directory``: Ray's agents, which write their
+    titles over their environment, where an environment mark cannot find them."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    continue
+            descriptors = os.listdir(f"/proc/{entry}/fd")
+        except OSError:
+            continue
+        for fd in descriptors:
+            try:
+                if os.readlink(f"/proc/{entry}/fd/{fd}").startswith(directory + "/"):
+                    found.append(int(entry))
+                    break
+            except OSError:
+                continue
+    return found
+
+
 def descendants(pid: int) -> set[int]:
     """Every process below ``pid`` (not ``pid`` itself), read from /proc."""
     children: dict[int, list[int]] = {}

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
-from sweep_zoo import summary, verdicts, write_zoo
+from sweep_zoo import processes_using, summary, verdicts, write_zoo
 
 pytest.importorskip("ray", reason="Ray is not installed: pip install 'cmpx[ray]' (.ci/run installs it)")
 
@@ -50,12 +50,13 @@ def _processes_with(variable: str, directory: str) -> dict[int, str]:
     (Ray's agents retitle themselves over their environment), with their command lines."""
     found = {}
     needle = variable.encode()
+    using = set(processes_using(directory))
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) == os.getpid():
             continue
         try:
             with open(f"/proc/{entry}/environ", "rb") as f:
-                if needle not in f.read().split(b"\0") and not _holds_file_in(entry, directory):
+                if needle not in f.read().split(b"\0") and int(entry) not in using:
                     continue
             with open(f"/proc/{entry}/stat") as f:
                 if f.read().rsplit(")", 1)[1].split()[0] == "Z":
@@ -65,16 +66,6 @@ def _processes_with(variable: str, directory: str) -> dict[int, str]:
         except OSError:
             continue
     return found
-
-
-def _holds_file_in(pid: str, directory: str) -> bool:
-    for fd in os.listdir(f"/proc/{pid}/fd"):
-        try:
-            if os.readlink(f"/proc/{pid}/fd/{fd}").startswith(directory + "/"):
-                return True
-        except OSError:
-            continue
-    return False
 
 
 class Cluster:
