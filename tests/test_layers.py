@@ -95,6 +95,21 @@ def test_a_model_with_external_data(run_cli, tmp_path):
     assert listed.exit_code == 0 and re.search(r"mm2\s+MatMul_2\s+MatMul\s+float32\s+\[1,8\]", listed.output)
 
 
+def test_listing_the_tensors_into_head_is_not_a_failure(tmp_path):
+    """``cmpx tensors MODEL | head``: the reader goes away after a line; that is exit 0, not click's exit 1 (a
+    failure under ``set -o pipefail``). 1,000 tensors: more than a pipe holds, so the listing meets the closed pipe."""
+    import subprocess
+    import sys
+
+    path = modelgen.save(modelgen.matmul_chain(layers=500, size=2), tmp_path / "long.onnx")
+    process = subprocess.Popen([sys.executable, "-m", "cmpx", "tensors", str(path)], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE)
+    assert process.stdout.readline().startswith(b"TENSOR")
+    process.stdout.close()
+    errors = process.communicate(timeout=60)[1].decode()
+    assert process.returncode == 0 and errors == "", errors
+
+
 def test_tensors_only_one_side_has_are_counted_not_failed(run_cli, models, tmp_path):
     saved = tmp_path / "plain"
     run_cli("run", models.matmul_chain, *BACKENDS, "--save-outputs", saved)

@@ -15,6 +15,7 @@ def show_tensors(model: str, plugins: PluginSet) -> None:
     from cmpx.model.graph import load_structure, tensor_graph
     from cmpx.model.info import format_shape, read_model
     from cmpx.model.native import native_format
+    from cmpx.reports.terminal import PipeSafeEcho
 
     suffix = native_format(model, list(plugins.backends))
     if suffix is not None:
@@ -33,7 +34,8 @@ def show_tensors(model: str, plugins: PluginSet) -> None:
              if t.name in outputs else ("" if t.name in markable else "not markable"))
             for t in graph.tensors]
     widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(TENSOR_COLUMNS)]
+    echo = PipeSafeEcho()  # | head: a reader gone is not a failure (click would exit 1)
     for row in [TENSOR_COLUMNS, *rows]:
-        click.echo("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
-    click.echo(f"{len(markable)} markable tensor(s) of {len(graph.tensors)}; mark them with "
-               f"--onnx-outputs NAME|PATTERN|@FILE or --mark-all")
+        echo("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+    echo(f"{len(markable)} markable tensor(s) of {len(graph.tensors)}; mark them with "
+         f"--onnx-outputs NAME|PATTERN|@FILE or --mark-all")
