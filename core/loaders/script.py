@@ -11,7 +11,7 @@ import itertools
 import os
 import sys
 import types
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from cmpx.errors import UsageError
@@ -80,4 +80,16 @@ class ScriptDataLoader:
             except BaseException as exc:  # noqa: BLE001 - as above
                 raise UsageError(f"--data-loader-script {self.path}: {self.function}() raised "
                                  f"{type(exc).__name__}: {exc}") from exc
-            yield feed
+            yield _owned(feed)
+
+
+def _owned(feed: Any) -> Any:
+    """``feed`` with copies of its arrays, taken before the script runs on. cmpx makes the next feed while the
+    current one is fed, saved and compared (cmpx.loaders.prefetch); a script that fills the same buffer again for
+    each feed, which Polygraphy allows (it uses each feed before asking for the next), would change the feed in
+    use: other data fed than saved, outputs saved beside the wrong inputs."""
+    if not isinstance(feed, Mapping):
+        return feed  # not a feed: cmpx.loaders.feeds says why
+    import numpy as np
+
+    return {name: value.copy() if isinstance(value, np.ndarray) else value for name, value in feed.items()}
