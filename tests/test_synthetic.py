@@ -62,6 +62,33 @@ def test_float_feeds_equal_polygraphys_for_the_same_seed():
             np.testing.assert_array_equal(ours[index][name], theirs[index][name])
 
 
+@pytest.mark.parametrize("ranges, default", [({"M": ValueRange(1, 1)}, None), ({"M": ValueRange(0, 0)}, None),
+                                             ({}, ValueRange(-5, 5)), ({}, ValueRange(-1, 3)), ({}, None)])
+def test_bool_feeds_take_their_range_as_polygraphy_does(ranges, default):
+    """--val-range M:[1,1] forces a mask on in Polygraphy (bool(1) to bool(1)); cmpx drew {0, 1} whatever the
+    range, so the mask stayed half off, and every input after it differed, drawn from a stream used otherwise."""
+    from polygraphy.comparator import DataLoader
+    from polygraphy.common import TensorMetadata
+
+    meta = TensorMetadata().add("M", bool, (64,)).add("X", np.float32, (2, 3))
+    val_range = {name: (r.low, r.high) for name, r in ranges.items()}
+    if default is not None:
+        val_range[""] = (default.low, default.high)
+    theirs = DataLoader(seed=5, iterations=2, input_metadata=meta, val_range=val_range or None)
+    ours = feeds([TensorSpec("M", "bool", (64,)), TensorSpec("X", "float32", (2, 3))], seed=5, iterations=2,
+                 ranges=ranges, default_range=default)
+    for index in range(2):
+        for name in ("M", "X"):
+            np.testing.assert_array_equal(ours[index][name], theirs[index][name])
+    if ranges.get("M") == ValueRange(1, 1) or default == ValueRange(-5, 5):
+        assert ours[0]["M"].all()
+
+
+def test_a_bool_range_that_goes_from_true_to_false_is_refused():
+    with pytest.raises(UsageError, match=r"--val-range for M: a bool input's range is bool\(low\) to bool\(high\)"):
+        feeds([TensorSpec("M", "bool", (4,))], ranges={"M": ValueRange(-1, 0)})
+
+
 def test_floats_made_chunk_by_chunk_equal_one_draw(monkeypatch):
     from cmpx.loaders import synthetic
 

@@ -29,7 +29,8 @@ SIDE_STREAM = 0x636D7078  # "cmpx": seeds the stream of integers drawn from cmpx
 
 
 class SyntheticDataLoader:
-    """Uniform random feeds: floats in [low, high), integers in [low, high], bools about half true."""
+    """Uniform random feeds: floats in [low, high), integers in [low, high], bools in [bool(low), bool(high)]
+    (about half true by default)."""
 
     def __init__(self, options: DataOptions):
         self.options = options
@@ -59,8 +60,14 @@ class SyntheticDataLoader:
     def _range(self, spec: TensorSpec) -> ValueRange:
         chosen = self.options.ranges.get(spec.name, self.options.default_range)
         dtype = numpy_dtype(spec.dtype)
-        if dtype.kind == "b":
-            return ValueRange(0, 1)
+        if dtype.kind == "b":  # as Polygraphy: bool(low), bool(high), so [1,1] and [-5,5] give all True
+            chosen = chosen or DEFAULT_FLOAT_RANGE
+            low, high = int(bool(chosen.low)), int(bool(chosen.high))
+            if low > high:
+                raise UsageError(f"--val-range for {spec.name}: a bool input's range is bool(low) to bool(high), and "
+                                 f"[{chosen.low:g},{chosen.high:g}] gives [True,False]; give [0,1] (either), [0,0] "
+                                 "(all False) or [1,1] (all True)")
+            return ValueRange(low, high)
         if is_floating(dtype) or dtype.kind == "c":
             chosen = chosen or DEFAULT_FLOAT_RANGE
             if not (math.isfinite(chosen.low) and math.isfinite(chosen.high)):
@@ -86,7 +93,7 @@ CHUNK_ELEMENTS = 1 << 18
 def sample(rng: np.random.RandomState, dtype: np.dtype, shape: tuple[int, ...], value_range: ValueRange) -> np.ndarray:
     """One array of ``dtype`` and ``shape`` drawn from ``rng`` within ``value_range``."""
     if dtype.kind == "b":
-        return np.array(rng.randint(0, 2, size=shape, dtype=bool))
+        return np.array(rng.randint(int(value_range.low), int(value_range.high) + 1, size=shape, dtype=bool))
     scale, shift = value_range.high - value_range.low, value_range.low
     if dtype.kind == "c":
         real = rng.random_sample(size=shape) * scale + shift
