@@ -43,6 +43,21 @@ def test_saved_runs_with_no_name_in_common_fail_and_the_hinted_output_map_pairs_
     assert "1 comparison(s) over 1 iteration(s), 1 output(s), 6 element(s) compared" in _verdict(paired.output)
 
 
+def test_against_a_saved_run_the_hinted_output_map_names_the_models_outputs_first(run_cli, tmp_path):
+    """A live backend (the model's names) against a saved run of other names: --output-map's left side must be
+    the model's output, so the hint maps the saved name to it (it said the reverse, which cmpx then refused)."""
+    theirs = _saved(run_cli, tmp_path, "output_0", "golden")
+    model = tmp_path / "live.onnx"
+    models.save(models.named_outputs(["logits"]), model)
+    failed = run_cli("run", model, "--onnxrt", "--load-outputs", theirs)
+    assert failed.exit_code == 1, failed.output
+    hint = failed.output.split("say so with ", 1)[1].split(")", 1)[0]
+    assert hint == "--output-map logits=output_0"
+    paired = run_cli("run", model, "--onnxrt", "--load-outputs", theirs, *shlex.split(hint))
+    assert paired.exit_code == 0, paired.output
+    assert "1 output(s), 6 element(s) compared" in _verdict(paired.output)
+
+
 def test_names_that_match_ignoring_case_get_a_hint(run_cli, tmp_path):
     failed = run_cli("run", "--load-outputs", _saved(run_cli, tmp_path, "Y", "upper"),
                      _saved(run_cli, tmp_path, "y", "lower"))

@@ -143,7 +143,7 @@ class IterationComparer:
             if plan.oracle is not None:
                 pair.oracle = judge(pair, state.oracle_errors, plan.oracle, transforms)
             if not pair.outputs or any(o.missing_in for o in pair.outputs):
-                pair.note = _mismatched_names(pair, names)
+                pair.note = _mismatched_names(pair, names, _known_names(plan))
             self.result.note_compared(pair)
             self.result.add_pair(pair)
             self.reporter.pair_compared(pair)
@@ -240,9 +240,18 @@ def _map_option(target: str, source: str) -> str:
     return f"--output-map {shlex.quote(f'{target}={source}')}"
 
 
-def _mismatched_names(pair: PairResult, names: Mapping[str, Mapping[str, str]]) -> str:
+def _known_names(plan: Any) -> frozenset[str]:
+    """The names --output-map must map to (its left side): the model's outputs and the marked tensors; none
+    without a model (saved runs alone), where either side's names will do."""
+    if plan.model is None:
+        return frozenset()
+    return frozenset([*(spec.name for spec in plan.model.outputs), *plan.mark])
+
+
+def _mismatched_names(pair: PairResult, names: Mapping[str, Mapping[str, str]], known: frozenset[str]) -> str:
     """Why a pair compared nothing or lacks outputs: both sides' names, and a hint when they match ignoring case
-    or by position."""
+    or by position, with the --output-map options that pair them: each maps a name of the side that does not
+    hold the model's names (``known``; a saved run, most often) to the model's."""
     mine, theirs = list(names.get(pair.backend, {})), list(names.get(pair.reference, {}))
     only_mine = [n for n in mine if n not in theirs]
     only_theirs = [n for n in theirs if n not in mine]
@@ -250,12 +259,16 @@ def _mismatched_names(pair: PairResult, names: Mapping[str, Mapping[str, str]]) 
     text = (f"{'nothing was compared' if nothing else 'outputs differ by name'}: {pair.backend} has "
             f"{', '.join(only_mine) or '(none)'} that {pair.reference} lacks; {pair.reference} has "
             f"{', '.join(only_theirs) or '(none)'} that {pair.backend} lacks")
+    mine_known = bool(only_mine) and set(only_mine) <= known and not set(only_theirs) <= known
+
+    def options(pairs: list[tuple[str, str]]) -> str:  # (mine, theirs): the model's name on the left
+        return " ".join(_map_option(a, b) if mine_known else _map_option(b, a) for a, b in pairs)
+
     by_case = [(a, b) for a in only_mine for b in only_theirs if a.lower() == b.lower()]
     if by_case:
-        return text + "; they match ignoring case: pair them with " + " ".join(
-            _map_option(b, a) for a, b in by_case)
+        return text + "; they match ignoring case: pair them with " + options(by_case)
     if only_mine and len(only_mine) == len(only_theirs):
         return text + "; by position they would pair " + ", ".join(
             f"{a} with {b}" for a, b in zip(only_mine, only_theirs)) + " (cmpx pairs by exact name only; if that "\
-            "is right, say so with " + " ".join(_map_option(b, a) for a, b in zip(only_mine, only_theirs)) + ")"
+            "is right, say so with " + options(list(zip(only_mine, only_theirs))) + ")"
     return text
