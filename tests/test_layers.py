@@ -52,6 +52,22 @@ def test_against_saved_outputs_alone_no_layer_is_blamed(run_cli, twins, tmp_path
     assert next(r for r in report["results"] if r["kind"] == "pair")["first_divergence"] is None
 
 
+def test_an_output_the_saved_run_lacks_is_not_where_the_error_enters(run_cli, twins, tmp_path):
+    """Y left out of the saved run (saved as a Polygraphy run with its own --onnx-outputs is): missing, which
+    fails the run, but no value says the error enters there; the first divergence is looked for among the values
+    compared (S after it, here, with mm2 passing before)."""
+    base, perturbed = twins
+    saved = tmp_path / "golden"
+    assert run_cli("run", base, *BACKENDS, "--onnx-outputs", "mm2", "--onnx-exclude-outputs", "Y", "--save-outputs",
+                   saved).exit_code == 0
+    later = run_cli("run", perturbed, "--backend", "onnxrt", "--onnx-outputs", "mm2", "--load-outputs", saved,
+                    "--reference", "onnxref@golden")
+    assert later.exit_code == 1, later.output
+    assert re.search(r"FAILED  Y: missing in onnxref@golden", later.output), later.output
+    assert "first divergence: Y" not in later.output
+    assert re.search(r"first divergence: S \(sum, ReduceSum\): max abs", later.output), later.output
+
+
 def test_an_output_computed_from_the_inputs_alone_is_where_its_error_enters(run_cli, tmp_path):
     """Nothing between the inputs and the failing output: its node is named, against saved outputs too."""
     import onnx

@@ -15,7 +15,8 @@ def first_divergence(graph: TensorGraph, results: Mapping[str, OutputResult]) ->
     nothing but graph inputs, weights and compared tensors: else the error may enter anywhere before it, and None
     says so, as for a live run that marks nothing."""
     producers = graph.by_name()
-    outputs_only = all(name in graph.graph_outputs for name in results)
+    results = {name: result for name, result in results.items() if not result.missing_in}  # one side lacks it: no
+    outputs_only = all(name in graph.graph_outputs for name in results)                    # value says where
     upstream_memo: dict[str, frozenset[str]] = {}
 
     def compared_upstream(tensor: str) -> frozenset[str]:

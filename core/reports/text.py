@@ -206,7 +206,8 @@ class TextReporter:
             self.say(f"  first divergence: {divergence.tensor} ({where}): {first}")
             for line in format_output(divergence.result)[1:]:
                 self.say("  " + line)
-        elif self.marking and not pair.passed and any(o.output not in self.model_outputs for o in pair.outputs):
+        elif (self.marking and any(o.output not in self.model_outputs for o in pair.outputs)
+              and any(not o.passed and not o.missing_in for o in pair.outputs)):  # a value failed, not a name
             self.say("  first divergence: none found among the compared tensors (the failing ones are not "
                      "computed from compared tensors that pass)")
 
