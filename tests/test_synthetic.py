@@ -161,6 +161,25 @@ def test_floats_and_bools_equal_polygraphys_after_an_integer_input_and_ints_too_
     assert checked.exit_code == 0, checked.output
 
 
+def test_float32_data_is_cast_to_a_float16_input_with_one_warning(run_cli, tmp_path):
+    """A float16 model fed float32 data (what most scripts make) was refused, where float64 was cast: both are
+    cast, with a warning, as Polygraphy casts them."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    io = [helper.make_tensor_value_info(name, TensorProto.FLOAT16, [2, 3]) for name in "XY"]
+    model = tmp_path / "half.onnx"
+    onnx.save(helper.make_model(helper.make_graph([helper.make_node("Relu", ["X"], ["Y"])], "half", io[:1], io[1:]),
+                                opset_imports=[helper.make_opsetid("", 17)]), model)
+    script = tmp_path / "f32.py"
+    script.write_text("import numpy as np\n"
+                      "def load_data():\n"
+                      "    yield {'X': np.full((2, 3), 0.1, np.float32)}\n")
+    result = run_cli("run", model, "--backend", "onnxrt", "--backend", "onnxref", "--data-loader-script", script)
+    assert result.exit_code == 0, result.output
+    assert "input 'X' cast from float32 to float16, the model's type" in result.output
+
+
 def test_float64_data_is_cast_to_a_float32_input_with_one_warning(run_cli, tmp_path):
     script = tmp_path / "f64.py"
     script.write_text("import numpy as np\n"

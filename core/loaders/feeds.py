@@ -54,9 +54,9 @@ def fit_feeds(feeds: Any, inputs: Sequence[TensorSpec], iteration: int, source: 
             elif array.dtype == np.float32 and is_extension(dtype) and _exact_in(array, dtype):
                 # a file that has no type for it (Polygraphy's JSON widens bfloat16 to float32): every value is exact
                 warn(f"{where}: input {name!r} read as {dtype} from float32 (every value exact in {dtype})")
-            elif array.dtype == np.float64 and is_floating(dtype):  # numpy's default float; Polygraphy casts it too
-                beyond = _beyond_range(array, dtype)
-                warn(f"{where}: input {name!r} cast from float64 to {dtype}, the model's type"
+            elif array.dtype in (np.float64, np.float32) and is_floating(dtype):  # numpy's default float, or the
+                beyond = _beyond_range(array, dtype)  # usual one for a float16 model; Polygraphy casts them too
+                warn(f"{where}: input {name!r} cast from {array.dtype} to {dtype}, the model's type"
                      + (f"; {beyond} value(s) beyond {dtype}'s range became infinite" if beyond else ""))
             else:
                 raise UsageError(f"{where}: input {name!r} has dtype {array.dtype}, the model takes {dtype}, and "
