@@ -228,6 +228,21 @@ def test_the_tolerances_command_refuses_what_it_cannot_measure(words, says, tmp_
     assert not (tmp_path / "t.toml").exists()
 
 
+def test_the_file_says_where_the_measured_inputs_came_from(tmp_path, run_cli):
+    """Measured on a data loader script's inputs, the header named seeds that fed nothing."""
+    script = tmp_path / "feeds.py"
+    script.write_text("import numpy as np\n"
+                      "def load_data():\n"
+                      "    for i in range(2):\n"
+                      "        yield {'X': np.full((1, 3, 8, 8), 0.25 * i, np.float32)}\n")
+    path = tmp_path / "t.toml"
+    result = run_cli("tolerances", "examples/models/conv.onnx", "--backend", "onnxrt:fp16", "--backend", "onnxrt",
+                     "--data-loader-script", script, "-o", path)
+    assert result.exit_code == 0, result.output
+    header = path.read_text()
+    assert f"2 iteration(s), the inputs of {script}" in header and "seeds" not in header
+
+
 def test_another_check_statistic_is_measured_and_applied(tmp_path, run_cli):
     path = tmp_path / "max.toml"
     result = run_cli("tolerances", REAL / "cnn.onnx", *FP16, "--check-error-stat", "mean", "--iterations", "8",

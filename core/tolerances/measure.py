@@ -46,8 +46,12 @@ def measure_outputs(report: Report, saved_path: str, check: str, quantile: float
     outputs = [*(spec.name for spec in plan.model.outputs), *plan.mark] if plan.model else list(a.load(0))
     floor_words = (f"B's own error against the fp64 oracle {names[2]}, measured the same way" if oracle else
                    "one float32 ulp (rtol 2^-23 = 1.19e-07, atol 2^-23 x rms(m)), without the fp64 oracle")
-    seeds = (f"seeds {request.seed}..{request.seed + len(a) - 1} (iteration i: seed + i)"
-             if request is not None and not request.load_inputs else "the loaded inputs")
+    if request is None or request.load_inputs:
+        seeds = "the loaded inputs"
+    elif request.data_loader_script or request.data_loader not in (None, "synthetic"):
+        seeds = f"the inputs of {request.data_loader_script or request.data_loader}"
+    else:
+        seeds = f"seeds {request.seed}..{request.seed + len(a) - 1} (iteration i: seed + i)"
     header = [f"Tolerances measured by 'cmpx tolerances' (cmpx {__version__}); the method: docs/tolerances.md",
               f"model {plan.model.path if plan.model else '?'}: A = {actual} measured against B = {reference}, "
               f"{len(a)} iteration(s), {seeds}",
