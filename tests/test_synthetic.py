@@ -1,3 +1,5 @@
+import re
+
 import numpy as np
 import pytest
 
@@ -82,6 +84,17 @@ def test_bool_feeds_take_their_range_as_polygraphy_does(ranges, default):
             np.testing.assert_array_equal(ours[index][name], theirs[index][name])
     if ranges.get("M") == ValueRange(1, 1) or default == ValueRange(-5, 5):
         assert ours[0]["M"].all()
+
+
+@pytest.mark.parametrize("dtype, bounds, says", [("float16", (-1e5, 1.0), "[-100000,1] does not fit float16 "
+                                                                        "([-65504,65504])"),
+                                                ("float8_e4m3fn", (0.0, 500.0), "[0,500] does not fit float8_e4m3fn ([-448,448])")])
+def test_a_float_range_beyond_the_inputs_type_is_refused(dtype, bounds, says):
+    """Such values are infinite or NaN (numpy printed a raw RuntimeWarning, and the run went on with them)."""
+    with pytest.raises(UsageError, match=re.escape(f"--val-range for X: {says}")):
+        feeds([TensorSpec("X", dtype, (4,))], ranges={"X": ValueRange(*bounds)})
+    [feed] = feeds([TensorSpec("X", "float16", (4,))], ranges={"X": ValueRange(-65504.0, 65504.0)})
+    assert np.isfinite(feed["X"]).all()
 
 
 def test_a_bool_range_that_goes_from_true_to_false_is_refused():

@@ -72,6 +72,10 @@ class SyntheticDataLoader:
             chosen = chosen or DEFAULT_FLOAT_RANGE
             if not (math.isfinite(chosen.low) and math.isfinite(chosen.high)):
                 raise UsageError(f"--val-range for {spec.name}: bounds must be finite numbers")
+            largest = float_limit(dtype)
+            if max(-chosen.low, chosen.high) > largest:
+                raise UsageError(f"--val-range for {spec.name}: [{chosen.low:g},{chosen.high:g}] does not fit "
+                                 f"{spec.dtype} ([{-largest:g},{largest:g}]), which cannot hold the values beyond it")
             return chosen
         info = int_limits(dtype)
         if chosen is None:  # the graph's range, else the default, narrowed for tiny types ([-2, 1] -> [0, 1])
@@ -105,6 +109,17 @@ def sample(rng: np.random.RandomState, dtype: np.dtype, shape: tuple[int, ...], 
     if dtype.kind in "iu":
         return np.array(rng.randint(low, high + 1, size=shape, dtype=dtype))
     return rng.randint(low, high + 1, size=shape, dtype=np.int64).astype(dtype)  # int4, uint4, int2...
+
+
+def float_limit(dtype: np.dtype) -> float:
+    """The largest finite value of a float dtype (numpy's, a complex one's parts, or ml_dtypes' bfloat16,
+    float8...)."""
+    try:
+        return float(np.finfo(dtype).max)
+    except ValueError:
+        import ml_dtypes
+
+        return float(ml_dtypes.finfo(dtype).max)
 
 
 def int_limits(dtype: np.dtype) -> tuple[int, int]:
