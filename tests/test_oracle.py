@@ -235,3 +235,14 @@ def test_the_oracle_runs_in_each_cell_of_a_sweep(run_cli, tmp_path):
     assert len(reports) == 1, reports
     found = judgements(report(reports[0]))
     assert found and all(j["closer"] == "onnxrt" for _, _, j in found), found
+
+
+def test_a_relative_error_beyond_float64_is_infinite_without_a_numpy_warning():
+    """A huge error over a subnormal oracle value overflows the division: the relative error is inf, and numpy's
+    raw RuntimeWarning must not reach the user's terminal."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        found = measure(np.array([1e300]), np.array([1e-300]))
+    assert found.max_rel == math.inf and found.max_abs == 1e300
