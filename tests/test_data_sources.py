@@ -1,5 +1,6 @@
 """Data loader scripts, exact input names, safe casts only, and --iterations over loaded data."""
 
+import json
 import textwrap
 
 EXAMPLE = "examples/models/conv.onnx"
@@ -54,6 +55,28 @@ def test_a_script_that_refills_one_buffer_feeds_and_saves_each_feed_as_it_was(ru
 
     fed = open_saved(str(saved_in), "inputs").sources[0]
     assert [float(fed.load(i)["A"][0, 0]) for i in range(3)] == [0.0, 1.0, 2.0]
+
+
+def test_a_loader_failing_on_a_later_feed_stops_the_run_and_reports_what_finished(run_cli, tmp_path, models):
+    """Feeds 0 to 2 good, feed 3 of the wrong dtype: exit 2 as before, but no longer with everything done lost
+    (no summary, no report files): the three iterations are reported, the reports say why the run stopped."""
+    path = script(tmp_path, """
+        import numpy as np
+        def load_data():
+            for i in range(5):
+                kind = np.float32 if i < 3 else np.int32
+                yield {"A": np.full((2, 3), i, kind), "B": np.ones((2, 3), np.float32)}
+    """)
+    result = run_cli("run", models.dynamic_add, *BACKENDS, "--data-loader-script", path, "--report-json",
+                     tmp_path / "r.json", "--junit", tmp_path / "j.xml")
+    assert result.exit_code == 2, result.output
+    assert "Summary (stopped: what finished)" in result.output
+    assert "  stopped: data loader 'script', iteration 3: input 'A' has dtype int32" in result.output
+    assert "3/3 iterations passed" in result.output
+    assert result.output.strip().splitlines()[-3].startswith("FAILED (stopped by its data) | 3 comparison(s)")
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["exit_code"] == 2 and report["iterations"] == 3 and "iteration 3" in report["stopped"]
+    assert 'name="stopped"' in (tmp_path / "j.xml").read_text()
 
 
 def test_a_script_is_python_whatever_its_suffix(run_cli, tmp_path):

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from cmpx.comparison.iteration import IterationComparer
-from cmpx.errors import BackendFailed
+from cmpx.errors import BackendFailed, UsageError
 from cmpx.loaders.feeds import feeds_digest
 from cmpx.loaders.prefetch import Prefetcher
 from cmpx.memory import available_memory
@@ -105,15 +105,20 @@ def _iterate(run: _Run, feeds: Iterator[Mapping[str, Any]] | None) -> None:
         inflight = _next_dispatch(run, prefetch, 0)
         while inflight is not None:
             sources = _receive(run, inflight)
-            following = None
+            following, bad_feed = None, None
             if prefetch.ready() and _overlap_fits(sources):
-                following = _next_dispatch(run, prefetch, inflight.iteration + 1)
+                try:
+                    following = _next_dispatch(run, prefetch, inflight.iteration + 1)
+                except UsageError as exc:  # the next feed is bad: this iteration, its outputs in, still counts
+                    bad_feed = exc
             try:
                 comparer.compare(inflight.iteration, inflight.digest, sources)
             finally:
                 for source in sources.values():
                     source.release_all()
             run.result.iterations = inflight.iteration + 1
+            if bad_feed is not None:
+                raise bad_feed
             if run.result.stopped_early:
                 if following is not None:
                     for source in _receive(run, following).values():  # keep the protocol in step, then drop

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from cmpx.errors import OutputFailed
+from cmpx.errors import OutputFailed, UsageError
 from cmpx.outcome.report_data import RunInterrupted
 from cmpx.lifecycle.planner import build_plan
 from cmpx.lifecycle.preflight import preflight
@@ -78,7 +78,8 @@ class Session:
         """Every step of the lifecycle; returns the Report. Raises UsageError (or another CmpxError) for a problem
         found before any inference, BackendFailed when a model in a backend's own format cannot be described,
         and RunInterrupted (holding the partial report) on Ctrl-C, also in its first seconds (planning, starting
-        workers): then the report holds no result, its backends those asked for."""
+        workers): then the report holds no result, its backends those asked for. Bad data found after some
+        iterations (a loader failing on a later feed) is a Report of what finished, ``stopped`` saying why (exit 2)."""
         checked: Preflight | None = None
         try:
             checked = preflight(self.request, self.plugins, self.settings)
@@ -138,6 +139,12 @@ class Session:
             report = Report(plan, result, self.warnings, interrupted=True, request=self.request)
             self._finish(report, shown, stream)
             raise RunInterrupted(report) from None
+        except UsageError as exc:  # a later feed was bad (its loader raised, a wrong shape): report what finished
+            if not result.iterations:
+                raise
+            report = Report(plan, result, self.warnings, request=self.request, stopped=str(exc))
+            self._finish(report, shown, stream)
+            return report
         finally:
             self._show_worker_output()
         report = Report(plan, result, self.warnings, request=self.request)

@@ -21,6 +21,7 @@ VERDICTS = {ExitCode.PASSED: "PASSED", ExitCode.MISMATCH: "FAILED (mismatch)",
             ExitCode.BACKEND_FAILED: "FAILED (backend failure)", ExitCode.USAGE: "FAILED (a report was not written)",
             ExitCode.INTERRUPTED: "INTERRUPTED"}
 NOT_COMPARED = "NOT COMPARED"  # one backend alone ran cleanly: exit 0 (a golden run), but nothing was compared
+STOPPED = "FAILED (stopped by its data)"  # a later feed was bad: exit 2, the iterations before it reported
 
 
 @dataclass
@@ -40,14 +41,18 @@ class ReportData:
     interrupted: bool = False
     output_failures: list[str] = field(default_factory=list)  # report files that could not be written
     request: RunRequest | None = None
+    stopped: str | None = None  # why the run stopped before its data ended (a data loader failing on a later feed)
 
     @property
     def exit_code(self) -> ExitCode:
-        """INTERRUPTED; else BACKEND_FAILED; else USAGE when a report file asked for could not be written; else
+        """INTERRUPTED; else USAGE when the data stopped the run (``stopped``); else BACKEND_FAILED; else USAGE when
+        a report file asked for could not be written; else
         MISMATCH for NaN/Inf (--validate), a failing pair, or a run that compared nothing; else PASSED."""
         result = self.result
         if self.interrupted:
             return ExitCode.INTERRUPTED
+        if self.stopped is not None:  # bad data, found after some iterations: usage, what finished reported
+            return ExitCode.USAGE
         if result.failures:
             return ExitCode.BACKEND_FAILED
         if self.output_failures:
@@ -77,6 +82,8 @@ class ReportData:
         output)`` (--validate), both joined when both hold, ``FAILED (backend failure)``, ``FAILED (a report was not
         written)``, ``INTERRUPTED``."""
         code = self.exit_code
+        if self.stopped is not None and not self.interrupted:
+            return STOPPED
         if code == ExitCode.PASSED and not self.compared:
             return NOT_COMPARED
         if code != ExitCode.MISMATCH:

@@ -76,7 +76,7 @@ def document_tail(report: ReportData) -> dict[str, Any]:
     request = report.request
     return {
         "exit_code": int(report.exit_code), "verdict": report.verdict, "passed": report.passed,
-        "compared": report.compared, "interrupted": report.interrupted,
+        "compared": report.compared, "interrupted": report.interrupted, "stopped": report.stopped,
         "iterations": result.iterations, "seed": request.seed if request else None,
         "options": given_options(request), "command": run_command(plan, request), "stopped_early": result.stopped_early, "backends": backends,
         "tensors": compared_tensors(plan, result),

@@ -47,6 +47,11 @@ def junit_tree(report: ReportData) -> ET.ElementTree:
         case = ET.SubElement(suite, "testcase", classname="run", name="interrupted")
         ET.SubElement(case, "error", message=f"the run was interrupted after {result.iterations} iteration(s); the "
                                              "cases above are what finished")
+    if report.stopped is not None:  # likewise: the data stopped the run
+        errors += 1
+        case = ET.SubElement(suite, "testcase", classname="run", name="stopped")
+        ET.SubElement(case, "error", message=f"the run stopped after {result.iterations} iteration(s): "
+                                             f"{report.stopped}")
     suite.set("tests", str(len(suite)))
     suite.set("failures", str(failures))
     suite.set("errors", str(errors))

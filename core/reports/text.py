@@ -269,7 +269,10 @@ class TextReporter:
         for tally in result.tallies.values():
             if tally.local_errors is not None:
                 self._local_errors(tally, tally.local_errors)
-        self.say("Summary (interrupted: what finished)" if report.interrupted else "Summary")
+        self.say("Summary (interrupted: what finished)" if report.interrupted else
+                 "Summary (stopped: what finished)" if report.stopped is not None else "Summary")
+        if report.stopped is not None:
+            self.say(f"  stopped: {report.stopped}", "FAILED")
         for tally in result.tallies.values():
             self.say(f"  {self.name(tally.backend)} vs {self.name(tally.reference)}: {pair_line(tally)}")
             for line in blind_lines(tally):
