@@ -31,6 +31,18 @@ def numpy_dtype(name: str) -> np.dtype:
         return np.dtype(getattr(ml_dtypes, name))
 
 
+def largest_finite(dtype: np.dtype) -> float:
+    """The largest finite value of a float dtype: numpy's (a complex one's parts), or ml_dtypes' bfloat16,
+    float8... (imported only for those)."""
+    import numpy as np
+
+    if not is_extension(dtype):
+        return float(np.finfo(dtype).max)
+    import ml_dtypes
+
+    return float(ml_dtypes.finfo(dtype).max)
+
+
 def is_extension(dtype: np.dtype) -> bool:
     """True for types numpy itself lacks (ml_dtypes' bfloat16, float8, int4...): .npy cannot describe them."""
     return dtype.isbuiltin == 2

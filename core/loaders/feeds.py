@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from cmpx.dtypes import is_extension, is_floating, numpy_dtype
+from cmpx.dtypes import is_extension, is_floating, largest_finite, numpy_dtype
 from cmpx.errors import UsageError
 from cmpx.model.info import TensorSpec
 
@@ -89,13 +89,7 @@ def _beyond_range(array: Any, dtype: Any) -> int:
     """How many finite values of ``array`` are too large for ``dtype`` (they become infinite when cast)."""
     import numpy as np
 
-    from cmpx.dtypes import is_extension
-
-    largest = float(np.finfo(np.float32 if is_extension(dtype) else dtype).max)
-    if is_extension(dtype):
-        import ml_dtypes
-
-        largest = float(ml_dtypes.finfo(dtype).max)
+    largest = largest_finite(dtype)
     finite = np.abs(array[np.isfinite(array)])
     return int(np.count_nonzero(finite > largest))
 

@@ -18,7 +18,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from cmpx.options.argtypes import ValueRange
-from cmpx.dtypes import is_floating, numpy_dtype
+from cmpx.dtypes import is_floating, largest_finite, numpy_dtype
 from cmpx.errors import UsageError
 from cmpx.loaders.options import DataOptions
 from cmpx.model.info import TensorSpec
@@ -72,7 +72,7 @@ class SyntheticDataLoader:
             chosen = chosen or DEFAULT_FLOAT_RANGE
             if not (math.isfinite(chosen.low) and math.isfinite(chosen.high)):
                 raise UsageError(f"--val-range for {spec.name}: bounds must be finite numbers")
-            largest = float_limit(dtype)
+            largest = largest_finite(dtype)
             if max(-chosen.low, chosen.high) > largest:
                 raise UsageError(f"--val-range for {spec.name}: [{chosen.low:g},{chosen.high:g}] does not fit "
                                  f"{spec.dtype} ([{-largest:g},{largest:g}]), which cannot hold the values beyond it")
@@ -109,17 +109,6 @@ def sample(rng: np.random.RandomState, dtype: np.dtype, shape: tuple[int, ...], 
     if dtype.kind in "iu":
         return np.array(rng.randint(low, high + 1, size=shape, dtype=dtype))
     return rng.randint(low, high + 1, size=shape, dtype=np.int64).astype(dtype)  # int4, uint4, int2...
-
-
-def float_limit(dtype: np.dtype) -> float:
-    """The largest finite value of a float dtype (numpy's, a complex one's parts, or ml_dtypes' bfloat16,
-    float8...)."""
-    try:
-        return float(np.finfo(dtype).max)
-    except ValueError:
-        import ml_dtypes
-
-        return float(ml_dtypes.finfo(dtype).max)
 
 
 def int_limits(dtype: np.dtype) -> tuple[int, int]:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from cmpx._version import __version__
-from cmpx.dtypes import is_floating
+from cmpx.dtypes import is_floating, largest_finite
 from cmpx.errors import UsageError
 from cmpx.tolerances.noise_floor import Measured, NaNOnBothSides, NotFinite, Pairs, epsilon_floor, measure, pairs_of, tolerances
 from cmpx.saved.opening import open_saved
@@ -108,9 +108,7 @@ def _pairs(a: Any, b: Any, output: str, overflow: np.dtype | None = None) -> Pai
     def loader(i: int) -> Callable[[], tuple[np.ndarray, np.ndarray]]:
         if overflow is None:
             return lambda: (a.load(i)[output], b.load(i)[output])
-        import ml_dtypes  # its finfo knows numpy's float types and bfloat16, float8...
-
-        largest = float(ml_dtypes.finfo(overflow).max)
+        largest = largest_finite(overflow)
         return lambda: (a.load(i)[output], _saturated(b.load(i)[output], largest))
 
     return pairs_of(loader(i) for i in range(min(len(a), len(b))))
