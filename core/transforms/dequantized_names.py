@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from cmpx.transforms.graph_names import rename_uses, unused_name
+
 QUANTIZE, DEQUANTIZE = "QuantizeLinear", "DequantizeLinear"
 DOMAINS = ("", "ai.onnx", "com.microsoft")
 
@@ -51,13 +53,13 @@ def name_dequantized_values(graph: Any) -> list[str]:
         if dequantize is not None and dequantize.output[0] not in fixed:
             pairs.append((name, producer, dequantize))
     for name, producer, dequantize in pairs:
-        raw = _unused(f"{name}_QuantizeLinear_Input", taken)
+        raw = unused_name(f"{name}_QuantizeLinear_Input", taken)
         dequantized = dequantize.output[0]
-        _rename_uses(producer.output, name, raw)
+        rename_uses(producer.output, name, raw)
         for node in readers.get(name, []):
-            _rename_uses(node.input, name, raw)
+            rename_uses(node.input, name, raw)
         for node in readers.get(dequantized, []):
-            _rename_uses(node.input, dequantized, name)
+            rename_uses(node.input, dequantized, name)
         dequantize.output[0] = name
         for info in graph.value_info:  # the raw tensor keeps X's type and shape; X gets the dequantized one's
             if info.name == name:
@@ -69,21 +71,6 @@ def name_dequantized_values(graph: Any) -> list[str]:
 
 def _is(node: Any, op_type: str) -> bool:
     return node.op_type == op_type and node.domain in DOMAINS
-
-
-def _rename_uses(names: Any, old: str, new: str) -> None:
-    for position, name in enumerate(names):
-        if name == old:
-            names[position] = new
-
-
-def _unused(name: str, taken: set[str]) -> str:
-    candidate, number = name, 1
-    while candidate in taken:
-        number += 1
-        candidate = f"{name}_{number}"
-    taken.add(candidate)
-    return candidate
 
 
 def _read_in_subgraphs(graph: Any) -> set[str]:

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from cmpx.transforms.graph_names import rename_uses, unused_name
+
 
 def set_aside(graph: Any) -> list[tuple[int, Any]]:
     """Remove from ``graph``'s outputs those that no node of it computes; return them with their positions."""
@@ -50,19 +52,16 @@ def put_back(graph: Any, aside: list[tuple[int, Any]], renamed: dict[str, Any] |
             continue
         if not wanted or weight.data_type == wanted:
             continue
-        new = _unused(f"{name}_as_transformed", names)
-        names.add(new)
+        new = unused_name(f"{name}_as_transformed", names)
         weight.name = new
         for node in graph.node:
-            for position, used in enumerate(node.input):
-                if used == name:
-                    node.input[position] = new
+            rename_uses(node.input, name, new)
         for info in graph.value_info:
             if info.name == name:
                 info.name = new
         if renamed is not None and name in renamed:
             renamed[new] = renamed.pop(name)
-        graph.node.append(helper.make_node("Cast", [new], [name], name=_unused(f"{name}_cast_back", names),
+        graph.node.append(helper.make_node("Cast", [new], [name], name=unused_name(f"{name}_cast_back", names),
                                            to=wanted))
     outputs = [type(o)() for o in graph.output]
     for copy, output in zip(outputs, graph.output):
@@ -71,11 +70,3 @@ def put_back(graph: Any, aside: list[tuple[int, Any]], renamed: dict[str, Any] |
         outputs.insert(index, output)
     del graph.output[:]
     graph.output.extend(outputs)
-
-
-def _unused(base: str, taken: set[str]) -> str:
-    name, n = base, 1
-    while name in taken:
-        n += 1
-        name = f"{base}_{n}"
-    return name
