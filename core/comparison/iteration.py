@@ -240,7 +240,7 @@ def _map_option(target: str, source: str) -> str:
     return f"--output-map {shlex.quote(f'{target}={source}')}"
 
 
-def _known_names(plan: Any) -> frozenset[str]:
+def _known_names(plan: RunPlan) -> frozenset[str]:
     """The names --output-map must map to (its left side): the model's outputs and the marked tensors; none
     without a model (saved runs alone), where either side's names will do."""
     if plan.model is None:
