@@ -80,7 +80,7 @@ class ReportData:
         """The verdict's words, the one place they are decided: ``PASSED``, ``NOT COMPARED`` (one backend alone: its
         outputs described, exit 0 as a golden run), ``FAILED (mismatch)``, ``FAILED (validation: NaN/Inf in an
         output)`` (--validate), both joined when both hold, ``FAILED (backend failure)``, ``FAILED (a report was not
-        written)``, ``INTERRUPTED``."""
+        written)``, ``FAILED (stopped by its data)`` (``stopped``), ``INTERRUPTED``."""
         code = self.exit_code
         if self.stopped is not None and not self.interrupted:
             return STOPPED
